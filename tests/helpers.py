@@ -112,6 +112,22 @@ def run_litert(model: bytes, inputs: Sequence[np.ndarray], builtin_only: bool = 
     return run_interpreter(litert_interpreter(model, builtin_only), inputs)
 
 
+def run_by_name(interpreter_class: Any, model: bytes, inputs: dict[str, np.ndarray], outputs: list[str]) -> list[np.ndarray]:
+    """Run ``model`` in ``interpreter_class`` (numlite's or LiteRT's) feeding and fetching tensors
+    by name, resizing inputs whose shape differs from the model's."""
+    it = interpreter_class(model_content=model)
+    details = {d["name"]: d for d in it.get_input_details()}
+    for name, value in inputs.items():
+        if tuple(details[name]["shape"]) != value.shape:
+            it.resize_tensor_input(details[name]["index"], value.shape)
+    it.allocate_tensors()
+    for name, value in inputs.items():
+        it.set_tensor(details[name]["index"], value)
+    it.invoke()
+    by_name = {d["name"]: d for d in it.get_output_details()}
+    return [it.get_tensor(by_name[name]["index"]) for name in outputs]
+
+
 def run_numlite(model: bytes, inputs: Sequence[np.ndarray], **kwargs: Any) -> list[np.ndarray]:
     return run_interpreter(numlite.Interpreter(model_content=model, **kwargs), inputs)
 
@@ -181,10 +197,15 @@ def assert_converts(
     rtol: float = 1e-5,
     atol: float = 1e-5,
     key: Any = None,
+    reference: Callable | None = None,
 ) -> bytes:
     """Convert ``fn`` with numlite, run the model in numlite and in LiteRT, and check that both
-    give TensorFlow's results on ``inputs``. Returns the model."""
+    give TensorFlow's results on ``inputs``. Returns the model. ``reference``, when given, is the
+    TF function whose results are expected (the same math, where TF's kernel for ``fn``'s op is
+    missing on this machine)."""
     model, concrete = numlite_convert(fn, specs, key)
+    if reference is not None:
+        concrete = tf.function(reference, input_signature=list(specs), autograph=False).get_concrete_function()
     expected = tf_outputs(concrete, inputs)
     for runtime, run in (("numlite", run_numlite), ("LiteRT", run_litert)):
         actual = run(model, inputs)

@@ -171,7 +171,9 @@ def test_runtime_axes(name, keep_dims):
 @pytest.mark.parametrize("name", ["REDUCE_MAX", "REDUCE_MIN"])
 def test_max_min_with_nan(name, axes):
     """LiteRT's reducer keeps the new element unless it is strictly worse, so a NaN is
-    replaced by the element after it: only trailing NaNs survive."""
+    replaced by the element after it: only trailing NaNs survive. Compared with LiteRT's builtin
+    kernels: with its default delegate, XNNPACK takes whole reductions, and which NaN survives
+    there depends on the SIMD micro-kernel the CPU selects (on some machines NaNs are skipped)."""
     model = _reduce_model(name, (3, 4, 5), axes, False)
     rng = np.random.default_rng(10)
     x = rng.uniform(-2, 2, (3, 4, 5)).astype(np.float32)
@@ -179,7 +181,7 @@ def test_max_min_with_nan(name, axes):
     x[0, 0, :] = np.nan
     x[1, :, 4] = np.nan
     x[2, 3, 0] = np.nan
-    assert_matches_litert(model, [x])
+    assert_matches_litert(model, [x], builtin_only=True)
 
 
 def test_axis_out_of_range_is_rejected():

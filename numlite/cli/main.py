@@ -4,6 +4,7 @@
     numlite run MODEL [--inputs in.npz] [--output out.npz] [--seed N] [--repeat N] [--signature KEY]
                       [--profile] [--trace trace.json]
     numlite convert SOURCE [-o OUT.tflite] [--signature KEY ...]
+    numlite convert MODEL.pb --inputs A,B --outputs C [--input-shapes A:1,3;B:-1,4] [-o OUT.tflite]
 
 Errors that numlite raises on purpose (a malformed model, an unsupported op, an input of the
 wrong shape) and problems with the command's own files are printed as one ``error: ...`` line
@@ -87,13 +88,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(handler=_cmd_run)
 
-    p = commands.add_parser("convert", help="convert a SavedModel folder or a .keras file to .tflite (needs TensorFlow)")
-    p.add_argument("source", help="a SavedModel folder, or a Keras model file (.keras, .h5)")
+    p = commands.add_parser(
+        "convert", help="convert a SavedModel folder, a .keras file or a frozen .pb graph to .tflite (needs TensorFlow)")
+    p.add_argument("source", help="a SavedModel folder, a Keras model file (.keras, .h5), or a frozen GraphDef (.pb)")
     p.add_argument("-o", "--output", metavar="TFLITE", help="where to write the model (default: SOURCE.tflite)")
     p.add_argument(
         "--signature", metavar="KEY", action="append",
         help="convert only this SavedModel signature (repeatable; default: all of them)",
     )  # fmt: skip
+    p.add_argument("--inputs", metavar="NAMES", help="frozen graph: the placeholders fed, comma-separated")
+    p.add_argument("--outputs", metavar="NAMES", help="frozen graph: the tensors computed, comma-separated")
+    p.add_argument("--input-shapes", metavar="SHAPES",
+                   help="frozen graph: placeholder shapes, 'name:d0,d1;name2:d0' (-1 for a dynamic dimension)")
     p.set_defaults(handler=_cmd_convert)
     return parser
 
@@ -119,7 +125,15 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         raise CliError(f"{args.source}: no such file or folder")
     from numlite.converter import TFLiteConverter  # imports TensorFlow
 
-    if os.path.isdir(source):
+    frozen_graph_options = args.inputs or args.outputs or args.input_shapes
+    if source.endswith(".pb") and not os.path.isdir(source):
+        if not (args.inputs and args.outputs):
+            raise CliError("a frozen graph needs --inputs and --outputs")
+        converter = TFLiteConverter.from_frozen_graph(
+            source, _names(args.inputs), _names(args.outputs), _input_shapes(args.input_shapes))
+    elif frozen_graph_options:
+        raise CliError("--inputs, --outputs and --input-shapes apply to frozen graphs (.pb) only")
+    elif os.path.isdir(source):
         converter = TFLiteConverter.from_saved_model(source, signature_keys=args.signature)
     elif source.endswith((".keras", ".h5")):
         if args.signature:
@@ -128,7 +142,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
 
         converter = TFLiteConverter.from_keras_model(keras.models.load_model(source, compile=False))
     else:
-        raise CliError(f"{args.source}: expected a SavedModel folder or a .keras/.h5 file")
+        raise CliError(f"{args.source}: expected a SavedModel folder, a .keras/.h5 file or a frozen .pb graph")
     data = converter.convert()
     output = args.output or f"{source}.tflite"
     try:
@@ -139,6 +153,26 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     print(f"wrote {output}")
     print(converter.report)
     return 0
+
+
+def _names(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def _input_shapes(text: str | None) -> dict[str, list[int | None]]:
+    """``"a:1,3;b:-1,4"`` as ``{"a": [1, 3], "b": [None, 4]}`` (``"a:"`` is a scalar)."""
+    shapes: dict[str, list[int | None]] = {}
+    for item in (text or "").split(";"):
+        if not item.strip():
+            continue
+        name, sep, dims = item.rpartition(":")
+        try:
+            if not sep or not name:
+                raise ValueError
+            shapes[name.strip()] = [None if int(d) < 0 else int(d) for d in dims.split(",") if d.strip()]
+        except ValueError:
+            raise CliError(f"--input-shapes: cannot read {item!r}; expected name:d0,d1,...") from None
+    return shapes
 
 
 # ----------------------------------------------------------------------------- inspect

@@ -26,11 +26,12 @@ import tensorflow as tf
 from tensorflow.python.ops import resource_variable_ops
 from tensorflow.python.util import nest
 
-from numlite.converter import optimize, passes
+from numlite.converter import fusions, optimize, passes
 from numlite.converter.graph import Graph, Value
 from numlite.converter.importer import Importer, evaluate_nodes, refine_shapes
 from numlite.converter.lower import RULES
 from numlite.converter.lowering import ProgramLowering, Variable
+from numlite.converter.raising import raise_control_flow, uses_v1_control_flow
 from numlite.converter.variables import assigned_variables, freeze_read_only, trace_resources
 from numlite.errors import ConversionError
 from numlite.model import Model, write_model
@@ -51,6 +52,7 @@ class ConversionReport:
     frozen_variables: int = 0
     variables: list[str] = field(default_factory=list)
     signatures: list[str] = field(default_factory=list)
+    fusions: dict[str, int] = field(default_factory=dict)  # composite fusions applied, by name
 
     @property
     def operators(self) -> int:
@@ -67,6 +69,8 @@ class ConversionReport:
         if self.frozen_variables or self.variables:
             lines.append(f"variables: {self.frozen_variables} read(s) frozen into constants; "
                          f"{len(self.variables)} kept as variables{': ' + ', '.join(self.variables) if self.variables else ''}")
+        if self.fusions:
+            lines.append("fusions: " + ", ".join(f"{name} x{n}" for name, n in sorted(self.fusions.items())))
         return "\n".join(lines)
 
 
@@ -95,7 +99,10 @@ class TFLiteConverter:
     @classmethod
     def from_saved_model(cls, saved_model_dir: str, signature_keys: Sequence[str] | None = None,
                          tags: Any = None) -> TFLiteConverter:
-        """Every signature of the SavedModel (or those named), each becoming a signature def."""
+        """Every signature of the SavedModel (or those named), each becoming a signature def. A
+        TF1 SavedModel is loaded into a session and frozen, each signature like a frozen graph."""
+        if _is_tf1_saved_model(str(saved_model_dir)):
+            return cls(_tf1_signatures(str(saved_model_dir), signature_keys, tags))
         loaded = tf.saved_model.load(str(saved_model_dir), tags=tags)
         signatures = dict(loaded.signatures)
         if not signatures:
@@ -105,6 +112,22 @@ class TFLiteConverter:
         if missing:
             raise ConversionError(f"SavedModel {saved_model_dir!r} has no signature(s) {missing}; it has {sorted(signatures)}")
         return cls([(k, signatures[k]) for k in keys], loaded)
+
+    @classmethod
+    def from_frozen_graph(cls, graph_def_file: str, input_arrays: Sequence[str], output_arrays: Sequence[str],
+                          input_shapes: dict[str, Sequence[int | None]] | None = None) -> TFLiteConverter:
+        """A frozen TF1 ``GraphDef`` file (``.pb``): ``input_arrays`` name the placeholders fed (their
+        shapes overridable with ``input_shapes``, ``{name: [dims]}``, None for a dynamic dimension),
+        ``output_arrays`` the tensors computed. TF1 control flow (Switch/Merge, Enter/Exit loops) is
+        raised to IF/WHILE. The tensors of the ``.tflite`` model keep the arrays' names."""
+        graph_def = tf.compat.v1.GraphDef()
+        try:
+            with open(graph_def_file, "rb") as f:
+                graph_def.ParseFromString(f.read())
+        except (OSError, Exception) as e:  # DecodeError is not exported by protobuf's public API
+            raise ConversionError(f"cannot read a GraphDef from {graph_def_file!r}: {e}") from e
+        return cls([("serving_default", _FrozenGraph(graph_def, list(input_arrays), list(output_arrays),
+                                                     dict(input_shapes or {})))])
 
     @classmethod
     def from_keras_model(cls, model: Any) -> TFLiteConverter:
@@ -132,8 +155,12 @@ class TFLiteConverter:
     def _convert_model(self) -> tuple[Model, ConversionReport]:
         variables: dict[int, Variable] = {}
         entries: list[tuple[str, Graph, dict[Value, Variable]]] = []
+        fused: Counter = Counter()
         for key, func in self._functions:
-            graph, roots = _import(key, func, variables)
+            graph, roots = func.import_graph(key) if isinstance(func, _FrozenGraph) else _import(key, func, variables)
+            if uses_v1_control_flow(graph) or any(n.op == "TensorArrayV3" for g in graph.walk() for n in g.nodes):
+                raise_control_flow(graph)
+            fused.update(fusions.fuse_composites(graph, fusions.library_of(func), roots))  # before inlining
             entries.append((key, graph, roots))
 
         # Which variables are assigned is a property of the whole program, every signature.
@@ -153,10 +180,12 @@ class TFLiteConverter:
         _check_supported([g for _, g, _ in entries])
         lowering = ProgramLowering(RULES, resources)
         signatures = []
-        for key, graph, _ in entries:
-            input_names = [f"{key}_{name}:0" for name in graph.input_names]
+        for (key, graph, _), (_, source) in zip(entries, self._functions):
+            frozen_graph = isinstance(source, _FrozenGraph)
+            input_names = graph.input_names if frozen_graph else [f"{key}_{name}:0" for name in graph.input_names]
             index, inputs, outputs = lowering.lower_entry(graph, input_names)
-            signatures.append(_signature(lowering.builder.model, key, index, graph, inputs, outputs))
+            signatures.append(_signature(lowering.builder.model, key, index, graph, inputs, outputs,
+                                         keep_names=frozen_graph))
         model = lowering.builder.model
         model.signature_defs = signatures
         optimize.add_variable_initializer(lowering)
@@ -168,6 +197,7 @@ class TFLiteConverter:
             frozen_variables=frozen,
             variables=sorted(lowering.variables),
             signatures=[s.key for s in signatures],
+            fusions=dict(fused),
         )
         return model, report
 
@@ -210,6 +240,92 @@ def _import(key: str, func: Any, variables: dict[int, Variable]) -> tuple[Graph,
             consts[placeholder] = c
     graph.substitute(consts)
     return graph, roots
+
+
+def _is_tf1_saved_model(path: str) -> bool:
+    """True for a SavedModel written by TF1's builder (no TF2 object graph)."""
+    from tensorflow.python.saved_model import loader_impl
+
+    try:
+        saved = loader_impl.parse_saved_model(path)
+    except OSError as e:
+        raise ConversionError(f"cannot read a SavedModel from {path!r}: {e}") from e
+    return all(not mg.object_graph_def.nodes for mg in saved.meta_graphs)
+
+
+def _tf1_signatures(path: str, keys: Sequence[str] | None, tags: Any) -> list[tuple[str, _FrozenGraph]]:
+    """Each signature of a TF1 SavedModel as a frozen graph (variables become constants)."""
+    tags = list(tags) if tags else [tf.saved_model.SERVING]
+    with tf.Graph().as_default() as graph, tf.compat.v1.Session(graph=graph) as session:
+        meta = tf.compat.v1.saved_model.loader.load(session, tags, path)
+        signatures = dict(meta.signature_def)
+        wanted = list(keys) if keys else sorted(signatures)
+        missing = [k for k in wanted if k not in signatures]
+        if missing:
+            raise ConversionError(f"SavedModel {path!r} has no signature(s) {missing}; it has {sorted(signatures)}")
+        entries = []
+        for key in wanted:
+            sig = signatures[key]
+            inputs, outputs = dict(sig.inputs), dict(sig.outputs)
+            fetched = [_op_name(t.name) for t in outputs.values()]
+            frozen = tf.compat.v1.graph_util.convert_variables_to_constants(session, graph.as_graph_def(), fetched)
+            entries.append((key, _FrozenGraph(frozen, [t.name for t in inputs.values()], [t.name for t in outputs.values()],
+                                              {}, names=(list(inputs), list(outputs)))))
+    return entries
+
+
+class _FrozenGraph:
+    """A frozen GraphDef with the tensors fed and fetched: imported like a function whose
+    arguments are the input arrays (named as the arrays, or by ``names``: signature keys)."""
+
+    def __init__(self, graph_def: Any, inputs: list[str], outputs: list[str], shapes: dict[str, Any],
+                 names: tuple[list[str], list[str]] | None = None) -> None:
+        if not inputs or not outputs:
+            raise ConversionError("from_frozen_graph needs input_arrays and output_arrays")
+        self.graph_def, self.inputs, self.outputs, self.shapes = graph_def, inputs, outputs, shapes
+        self.names = names or ([_op_name(n) for n in inputs], [_op_name(n) for n in outputs])
+
+    def import_graph(self, key: str) -> tuple[Graph, dict[Value, Variable]]:
+        graph_def = tf.compat.v1.GraphDef()
+        graph_def.CopyFrom(self.graph_def)
+        by_name = {n.name: n for n in graph_def.node}
+        for name, shape in self.shapes.items():
+            node = by_name.get(_op_name(name))
+            if node is None or node.op not in ("Placeholder", "PlaceholderWithDefault"):
+                raise ConversionError(f"input_shapes names {name!r}, which is not a placeholder of the graph")
+            node.attr["shape"].shape.CopyFrom(tf.TensorShape(list(shape)).as_proto())
+        tf_graph = tf.Graph()
+        try:
+            with tf_graph.as_default():
+                tf.graph_util.import_graph_def(graph_def, name="")
+        except (ValueError, tf.errors.OpError) as e:
+            raise ConversionError(f"TensorFlow cannot import the graph: {e}") from e
+        inputs = [_tensor(tf_graph, name, "input") for name in self.inputs]
+        outputs = [_tensor(tf_graph, name, "output") for name in self.outputs]
+        for t in inputs:
+            if t.op.type not in ("Placeholder", "PlaceholderWithDefault"):
+                raise ConversionError(f"input array {t.name!r} is a {t.op.type}, not a placeholder")
+        graph = Importer(graph_def.library).import_graph(tf_graph, key, inputs, outputs)
+        graph.input_names, graph.output_names = (list(n) for n in self.names)
+        fed = {t.op.name for t in inputs}
+        for node in graph.nodes:
+            if node.op == "Placeholder" and node.name not in fed:
+                users = [n.name for n in graph.nodes if any(v.node is node for v in n.inputs)]
+                if users:
+                    raise ConversionError(f"placeholder {node.name!r} is read by {users[:3]} but is not among "
+                                          f"the input arrays {self.inputs}")
+        return graph, {}
+
+
+def _op_name(tensor_name: str) -> str:
+    return tensor_name.split(":")[0]
+
+
+def _tensor(tf_graph: Any, name: str, role: str) -> Any:
+    try:
+        return tf_graph.get_tensor_by_name(name if ":" in name else f"{name}:0")
+    except (KeyError, ValueError):
+        raise ConversionError(f"{role} array {name!r} is not a tensor of the graph") from None
 
 
 def _unique_name(name: str | None, variables: dict[int, Variable]) -> str:
@@ -265,14 +381,16 @@ def _check_supported(graphs: list[Graph]) -> None:
         raise ConversionError("the model uses TensorFlow ops numlite cannot convert:\n" + "\n".join(lines))
 
 
-def _signature(model: Model, key: str, index: int, graph: Graph, inputs: list, outputs: list) -> SignatureDef:
+def _signature(model: Model, key: str, index: int, graph: Graph, inputs: list, outputs: list,
+               keep_names: bool = False) -> SignatureDef:
     """The signature def of an entry subgraph; its computed outputs get the official converter's
-    names (an output that is an input or a constant keeps its own)."""
+    names (an output that is an input or a constant keeps its own): ``StatefulPartitionedCall:i``
+    for functions, the output array's own name for frozen graphs (``keep_names``)."""
     sg = model.subgraphs[index]
     renamed: set[int] = set()
     for i, ref in enumerate(outputs):
         if ref.value is None and ref not in inputs and ref.index not in renamed:
-            sg.tensors[ref.index].name = f"StatefulPartitionedCall:{i}"
+            sg.tensors[ref.index].name = graph.output_names[i] if keep_names else f"StatefulPartitionedCall:{i}"
             renamed.add(ref.index)
     names = [n for n, v in zip(graph.output_names, graph.outputs) if v.dtype != "resource"]
     return SignatureDef(

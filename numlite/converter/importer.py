@@ -78,23 +78,36 @@ class Importer:
     # -- whole graphs --------------------------------------------------------------------------
 
     def import_func_graph(self, func_graph: Any, name: str, num_inputs: int | None = None) -> Graph:
-        """A ``FuncGraph`` (or ``tf.Graph``) as a Graph; its first ``num_inputs`` inputs are the
-        arguments, any further inputs (captures) stay as Placeholder values in ``graph.captured``."""
+        """A ``FuncGraph`` as a Graph; its first ``num_inputs`` inputs are the arguments, any
+        further inputs (captures) stay as Placeholder values in ``graph.captured``."""
+        inputs = list(func_graph.inputs)
+        n = len(inputs) if num_inputs is None else num_inputs
+        graph = self.import_graph(func_graph, name, inputs[:n], list(func_graph.outputs), captured=inputs[n:])
+        graph.output_names = [f"output_{i}" for i in range(len(graph.outputs))]
+        return graph
+
+    def import_graph(self, tf_graph: Any, name: str, inputs: list[Any], outputs: list[Any],
+                     captured: list[Any] = ()) -> Graph:
+        """The operations of a ``tf.Graph`` as a Graph with the given input and output tensors.
+
+        The graph may hold cycles (a TF1 while loop's NextIteration feeds its Merge), so every
+        node is created before any is wired to its inputs.
+        """
         graph = Graph(name)
         values: dict[str, Value] = {}
         nodes: dict[str, Node] = {}
-        input_names = {t.name for t in func_graph.inputs}
-        for op in func_graph.get_operations():
+        input_names = {t.name for t in [*inputs, *captured]}
+        operations = tf_graph.get_operations()
+        for op in operations:
             node = self._node(op, values, nodes)
             if op.type != "Placeholder" or op.outputs[0].name not in input_names:
                 graph.nodes.append(node)
-        inputs = list(func_graph.inputs)
-        n = len(inputs) if num_inputs is None else num_inputs
-        graph.inputs = [values[t.name] for t in inputs[:n]]
-        graph.captured = [values[t.name] for t in inputs[n:]]
-        graph.outputs = [values[t.name] for t in func_graph.outputs]
+        for op in operations:
+            self._wire(op, values, nodes)
+        graph.inputs = [values[t.name] for t in inputs]
+        graph.captured = [values[t.name] for t in captured]
+        graph.outputs = [values[t.name] for t in outputs]
         graph.input_names = [v.node.name for v in graph.inputs]
-        graph.output_names = [f"output_{i}" for i in range(len(graph.outputs))]
         for node in graph.nodes:
             self._import_callees(node)
         return graph
@@ -121,16 +134,11 @@ class Importer:
     # -- nodes ---------------------------------------------------------------------------------
 
     def _node(self, op: Any, values: dict[str, Value], nodes: dict[str, Node]) -> Node:
-        try:
-            inputs = [values[t.name] for t in op.inputs]
-        except KeyError as e:
-            raise ConversionError(f"node {op.name!r} ({op.type}) reads {e.args[0]!r}, which is not defined before it") from None
         node = Node(
             op=op.type,
             name=op.name,
             attrs={k: decode_attr(v) for k, v in op.node_def.attr.items() if not k.startswith("_output_shapes")},
-            inputs=inputs,
-            control_inputs=[nodes[c.name] for c in op.control_inputs if c.name in nodes],
+            inputs=[],
             source=op.node_def,
         )
         node.outputs = [Value(node, i, dtype_name(t.dtype), shape_of(t.shape)) for i, t in enumerate(op.outputs)]
@@ -141,6 +149,14 @@ class Importer:
             node.attrs["value"] = np.asarray(node.attrs["value"])
         return node
 
+    def _wire(self, op: Any, values: dict[str, Value], nodes: dict[str, Node]) -> None:
+        node = nodes[op.name]
+        try:
+            node.inputs = [values[t.name] for t in op.inputs]
+        except KeyError as e:
+            raise ConversionError(f"node {op.name!r} ({op.type}) reads {e.args[0]!r}, which the graph does not define") from None
+        node.control_inputs = [nodes[c.name] for c in op.control_inputs if c.name in nodes]
+
     def _import_callees(self, node: Node) -> None:
         """Import every function the node calls, with the shapes of the arguments it passes."""
         args: list[Shape] = [() if v is None else v.shape for v in call_arguments(node)]  # For's index: scalar
@@ -148,6 +164,36 @@ class Importer:
             args = list(node.attrs["output_shapes"])
         for ref in node.functions():
             ref.graph = self.import_function(ref.name, args)
+
+
+def make_node(op: str, name: str, inputs: list[Value], attrs: dict[str, Any],
+              outputs: list[tuple[str, Shape]]) -> Node:
+    """A new node with a NodeDef behind it (so TensorFlow can infer its shapes and fold it).
+    ``attrs`` take plain values: dtype names for ``type`` attributes (say so with a ``dtype:``
+    prefix, as in ``{"element_dtype": "dtype:float32"}``), ints, bools, strings."""
+    nd = tf.compat.v1.NodeDef(op=op, name=name)
+    for key, value in attrs.items():
+        if isinstance(value, str) and value.startswith("dtype:"):
+            nd.attr[key].type = tf.as_dtype(value[len("dtype:"):]).as_datatype_enum
+        elif isinstance(value, bool):
+            nd.attr[key].b = value
+        elif isinstance(value, int):
+            nd.attr[key].i = value
+        else:
+            nd.attr[key].s = str(value).encode()
+    node = Node(op, name, {k: decode_attr(a) for k, a in nd.attr.items()}, list(inputs), source=nd)
+    node.outputs = [Value(node, i, dtype, shape) for i, (dtype, shape) in enumerate(outputs)]
+    return node
+
+
+def set_type_attr(node: Node, attr: str, dtype: str) -> None:
+    """Change a ``type`` attribute of a node and of the NodeDef behind it."""
+    node.attrs[attr] = dtype
+    if node.source is not None:
+        nd = tf.compat.v1.NodeDef()
+        nd.CopyFrom(node.source)
+        nd.attr[attr].type = tf.as_dtype(dtype).as_datatype_enum
+        node.source = nd
 
 
 class _GraphDefWriter:
@@ -159,6 +205,9 @@ class _GraphDefWriter:
 
     def __init__(self, values_needed: bool) -> None:
         self.gd = tf.compat.v1.GraphDef()
+        # Without a producer version TF reads a Placeholder's scalar shape as "unknown" (the
+        # meaning it had in GraphDefs older than version 21).
+        self.gd.versions.producer = tf.version.GRAPH_DEF_VERSION
         self.names: dict[Value, str] = {}
         self.values_needed = values_needed
 
@@ -185,6 +234,8 @@ class _GraphDefWriter:
         del nd.input[:]
         nd.input.extend(inputs)
         nd.ClearField("device")
+        if "_class" in nd.attr:  # colocation with nodes that are not written
+            del nd.attr["_class"]
         for v in node.outputs:
             self.names[v] = f"{nd.name}:{v.index}"
         return nd.name
@@ -202,19 +253,30 @@ def refine_shapes(graph: Graph) -> None:
     unknown dimensions everywhere downstream of their variable reads.
     """
     for g in graph.walk():
-        writer = _GraphDefWriter(values_needed=False)
-        members = [n for n in g.nodes if n.source is not None and not any(True for _ in n.functions())]
-        for node in members:
-            writer.add(node)
-        tf_graph = tf.Graph()
-        try:
-            writer.import_into(tf_graph)
-        except (ValueError, tf.errors.OpError):
-            continue  # shapes stay as first inferred
-        for node in members:
-            for v in node.outputs:
-                inferred = tf_graph.get_tensor_by_name(writer.names[v]).shape
-                v.shape = _merge(v.shape, inferred)
+        _infer(g, replace=False)
+
+
+def infer_shapes(graph: Graph) -> None:
+    """Infer the shapes of one graph's nodes afresh from its argument shapes (callees and
+    nodes that call functions keep theirs): for graphs built by the converter itself, whose
+    first shapes may be wrong, not merely imprecise."""
+    _infer(graph, replace=True)
+
+
+def _infer(g: Graph, replace: bool) -> None:
+    writer = _GraphDefWriter(values_needed=False)
+    members = [n for n in g.nodes if n.source is not None and not any(True for _ in n.functions())]
+    for node in members:
+        writer.add(node)
+    tf_graph = tf.Graph()
+    try:
+        writer.import_into(tf_graph)
+    except (ValueError, tf.errors.OpError):
+        return  # shapes stay as first inferred
+    for node in members:
+        for v in node.outputs:
+            inferred = tf_graph.get_tensor_by_name(writer.names[v]).shape
+            v.shape = shape_of(inferred) if replace else _merge(v.shape, inferred)
 
 
 def _merge(known: Shape, inferred: tf.TensorShape) -> Shape:

@@ -24,7 +24,7 @@ import numpy as np
 from numlite.converter.builder import options_for
 from numlite.kernels import KERNELS
 from numlite.model import schema
-from numlite.model.ir import Buffer, Model, Operator, Options, Subgraph, Tensor
+from numlite.model.ir import Buffer, Model, Operator, OperatorCode, Options, Subgraph, Tensor
 
 if TYPE_CHECKING:
     from numlite.converter.lowering import ProgramLowering
@@ -45,6 +45,8 @@ _SAME, _VALID = 0, 1
 _FUSES_ACTIVATION = frozenset(_BIAS_INPUT) | {"ADD", "SUB", "MUL", "DIV", "AVERAGE_POOL_2D", "MAX_POOL_2D"}
 _ACTIVATIONS = {"RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3}
 _IDENTITY = {"MUL": 1.0, "DIV": 1.0, "ADD": 0.0, "SUB": 0.0}  # x op c == x when c is all this
+# (MAXIMUM bound, MINIMUM bound) pairs that clamp to an activation's range.
+_CLAMPS = {(0.0, 6.0): "RELU6", (-1.0, 1.0): "RELU_N1_TO_1"}
 
 
 def optimize_model(model: Model) -> None:
@@ -188,7 +190,8 @@ def fuse_into_producers(model: Model, index: int) -> None:
     RELU-style activations into the ops before them (scales and biases first, so that an
     activation never blocks a fold)."""
     sg = model.subgraphs[index]
-    _merge_pairs(model, sg, (_fold_pad, _fold_flatten, _keep_num_dims))
+    _merge_pairs(model, sg, (_fold_pad, _fold_flatten, _keep_num_dims, _clamp_to_activation))
+    _max_zero_to_relu(model, sg)
     changed = True
     while changed:
         hoisted = _hoist_channel_ops(model, sg)
@@ -327,6 +330,65 @@ def _same_padding(size: int, kernel: int, stride: int, dilation: int) -> list[in
     out = -(-size // stride)
     total = max((out - 1) * stride + (kernel - 1) * dilation + 1 - size, 0)
     return [total // 2, total - total // 2]
+
+
+def _clamp_to_activation(model: Model, sg: Subgraph, op: Operator, after: Operator) -> bool:
+    """MAXIMUM by a scalar constant then MINIMUM by another, in either order (``tf.clip_by_value``,
+    ``tf.minimum(tf.maximum(x, -1), 1)``), clamping to [0, 6] or [-1, 1]: RELU6 or RELU_N1_TO_1,
+    which the op before may then absorb. Exact for every value but NaN (LiteRT's clamps map it
+    into the range), the rewrite the official converter makes too."""
+    names = (model.op_name(op), model.op_name(after))
+    if sorted(names) != ["MAXIMUM", "MINIMUM"]:
+        return False
+    first, second = _clamp_bound(model, sg, op, op.inputs), _clamp_bound(model, sg, after, [op.outputs[0]])
+    if first is None or second is None or second[0] != op.outputs[0]:
+        return False
+    bounds = {names[0]: first[1], names[1]: second[1]}
+    activation = _CLAMPS.get((bounds["MAXIMUM"], bounds["MINIMUM"]))
+    if activation is None:
+        return False
+    _become_op(model, op, activation, [first[0]])
+    return True
+
+
+def _max_zero_to_relu(model: Model, sg: Subgraph) -> None:
+    """MAXIMUM of a float tensor and a scalar zero (``tf.maximum(x, 0.)``) is RELU (exact but
+    for NaN, see :func:`_clamp_to_activation`), which the op before may then absorb."""
+    for op in sg.operators:
+        if model.op_name(op) == "MAXIMUM":
+            bound = _clamp_bound(model, sg, op, op.inputs)
+            if bound is not None and bound[1] == 0.0:
+                _become_op(model, op, "RELU", [bound[0]])
+    _merge_pairs(model, sg, (_fuse_activation,))
+
+
+def _clamp_bound(model: Model, sg: Subgraph, op: Operator, candidates: list[int]) -> tuple[int, float] | None:
+    """For a float32 binary op of one of ``candidates`` and a scalar constant that does not
+    broadcast it to another shape: that operand and the constant's value."""
+    if len(op.inputs) != 2 or len(op.outputs) != 1 or getattr(op.builtin_options, "fused_activation_function", 0):
+        return None
+    out = sg.tensors[op.outputs[0]]
+    for k in (0, 1):
+        x, c = op.inputs[k], model.constant(sg, op.inputs[1 - k])
+        t = sg.tensors[x]
+        if (x in candidates and c is not None and c.size == 1 and c.dtype == np.float32 and t.type == out.type == "FLOAT32"
+                and c.ndim <= len(_dims(out)) and _dims(t) == _dims(out) and model.constant(sg, x) is None):
+            return x, float(c.reshape(()))
+    return None
+
+
+def _become_op(model: Model, op: Operator, name: str, inputs: list[int]) -> None:
+    """Turn ``op`` into builtin ``name`` (which has no options) reading ``inputs``."""
+    op.opcode_index = _opcode(model, name)
+    op.inputs, op.builtin_options, op.builtin_options2 = inputs, None, None
+
+
+def _opcode(model: Model, name: str) -> int:
+    for k, code in enumerate(model.operator_codes):
+        if code.builtin == name and code.custom_code is None:
+            return k
+    model.operator_codes.append(OperatorCode(name))
+    return len(model.operator_codes) - 1
 
 
 def _fuse_activation(model: Model, sg: Subgraph, op: Operator, after: Operator) -> bool:

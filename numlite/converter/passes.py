@@ -331,8 +331,9 @@ def prune(graph: Graph) -> None:
             stack.extend(v.node for v in node.inputs)
             stack.extend(node.control_inputs)
         g.nodes = [n for n in g.nodes if n in live and n.op not in DROPPED_OPS]
+        kept = set(g.nodes)
         for n in g.nodes:
-            n.control_inputs = [c for c in n.control_inputs if c in live]
+            n.control_inputs = [c for c in n.control_inputs if c in kept]
 
 
 def _graphs_with_side_effects(graph: Graph) -> set[int]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -19,6 +19,7 @@ from numlite.interpreter.planner import SharedArena
 from numlite.interpreter.profiler import Profiler
 from numlite.interpreter.runtime import SubgraphRuntime
 from numlite.kernels import KERNELS, Kernel
+from numlite.kernels.custom import CustomOp, resolve_custom_ops
 from numlite.kernels.variables import VariableStore
 from numlite.model import Model, read_model, read_model_file
 from numlite.model.verifier import subgraph_calls, verify_model
@@ -33,7 +34,13 @@ class Interpreter:
       num_threads: accepted for compatibility; threading is left to NumPy's BLAS.
       experimental_preserve_all_tensors: keep every intermediate tensor readable after invoke
         (each gets its own memory instead of a shared arena slot).
-      custom_kernels: kernels for custom ops, by custom code: ``{"MyOp": MyKernel}``.
+      custom_ops: Python implementations of ops, by custom code (or builtin name, to override
+        numlite's kernel): ``{"my_fused_swish": fn, "MyOp": MyKernel}``. A function gets the
+        input arrays positionally and the op's options (a custom op's decoded flexbuffer map) as
+        keyword arguments and returns an array or a tuple of arrays; a
+        :class:`numlite.kernels.Kernel` subclass prepares and fills preallocated outputs itself.
+        See :mod:`numlite.kernels.custom`.
+      custom_kernels: the older name of ``custom_ops``, accepted alike.
       check_cancelled: called between operators during invoke; returning True stops the invoke
         with ``CancelledError`` (as ``cancel()`` from another thread does).
       profile: record an event per operator run and per invoke in ``interpreter.profiler``
@@ -52,7 +59,8 @@ class Interpreter:
         num_threads: int | None = None,
         experimental_op_resolver_type: Any = None,
         experimental_preserve_all_tensors: bool = False,
-        custom_kernels: dict[str, type[Kernel]] | None = None,
+        custom_ops: Mapping[str, CustomOp] | None = None,
+        custom_kernels: Mapping[str, CustomOp] | None = None,
         check_cancelled: Callable[[], bool] | None = None,
         profile: bool = False,
         flush_denormals: bool = True,
@@ -71,7 +79,7 @@ class Interpreter:
             self.model = read_model_file(model_path)
         self.num_threads = num_threads
         self.preserve_all_tensors = bool(experimental_preserve_all_tensors)
-        self.kernels = {**KERNELS, **(custom_kernels or {})}
+        self.kernels = {**KERNELS, **_custom_table(custom_ops, custom_kernels)}
         self._subgraphs: dict[int, SubgraphRuntime] = {}
         self._signatures = {s.key: s for s in self.model.signature_defs}
         callees = {s: [c for _, _, c in calls] for s, calls in subgraph_calls(self.model).items()}
@@ -88,14 +96,18 @@ class Interpreter:
     # -- model-wide checks and subgraph access ---------------------------------------------------
 
     def _check_supported(self) -> None:
-        missing = [
-            f"{self.model.op_name(op)} (subgraph {s}, node {n})"
-            for s, n, op in self.model.iter_operators()
-            if self.model.op_name(op) not in self.kernels
-        ]
+        missing, custom = [], False
+        for s, n, op in self.model.iter_operators():
+            name = self.model.op_name(op)
+            if name not in self.kernels:
+                code = self.model.operator_codes[op.opcode_index]
+                custom = custom or code.builtin == "CUSTOM"
+                kind = "custom op " if code.builtin == "CUSTOM" else ""
+                missing.append(f"{kind}{name} (subgraph {s}, node {n})")
         if missing:
+            hint = "; register custom ops with Interpreter(custom_ops={name: function or Kernel class})" if custom else ""
             raise UnsupportedOperatorError(
-                f"numlite has no kernel for {len(missing)} operator(s) in this model: " + "; ".join(missing)
+                f"numlite has no kernel for {len(missing)} operator(s) in this model: " + "; ".join(missing) + hint
             )
 
     def subgraph(self, index: int = 0) -> SubgraphRuntime:
@@ -344,6 +356,14 @@ class Interpreter:
             },
             "sparsity_parameters": _sparsity_details(t.sparsity),
         }
+
+
+def _custom_table(custom_ops: Mapping[str, CustomOp] | None, custom_kernels: Mapping[str, CustomOp] | None) -> dict[str, type[Kernel]]:
+    """One table of kernels from ``custom_ops`` and its older name ``custom_kernels``."""
+    clash = sorted(set(custom_ops or {}) & set(custom_kernels or {}))
+    if clash:
+        raise InvalidInputError(f"op(s) {clash} given in both custom_ops and custom_kernels; use custom_ops alone")
+    return resolve_custom_ops({**(custom_kernels or {}), **(custom_ops or {})})
 
 
 def _sparsity_details(sparsity: Any) -> dict[str, Any]:

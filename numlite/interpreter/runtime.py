@@ -77,7 +77,9 @@ class SubgraphRuntime:
 
     def _make_step(self, n: int, op: Any, kernels: dict[str, type[Kernel]]) -> Step:
         name = self.model.op_name(op)
-        node = Node(name, n, self.index, op.builtin_options, op.custom_options, op.inputs, op.outputs, self)
+        node = Node(
+            name, n, self.index, op.builtin_options, op.custom_options, op.inputs, op.outputs, self, op.custom_options_format
+        )
         return Step(n, name, kernels[name](node), list(op.inputs), list(op.outputs))
 
     def where(self, step: Step) -> str:

@@ -23,6 +23,8 @@ import numpy as np
 from numlite.errors import PrepareError
 from numlite.model.ir import Options, Quantization
 
+FLEXBUFFERS = 0  # the one CustomOptionsFormat the schema defines
+
 
 class Spec(NamedTuple):
     """Shape and dtype of one output, as prepare infers it (shape None: data-dependent)."""
@@ -63,6 +65,7 @@ class Node:
     inputs: list[int]
     outputs: list[int]
     runtime: Any = None  # the SubgraphRuntime running this node (control flow uses it)
+    custom_options_format: int = FLEXBUFFERS
 
 
 class Kernel:
@@ -88,6 +91,30 @@ class Kernel:
     def eval(self, ins: Sequence[np.ndarray | None], outs: list[np.ndarray | None]) -> None:
         raise NotImplementedError
 
+    # -- what a custom op may want to know ----------------------------------------------------------
+
+    @property
+    def custom_options(self) -> dict[str, Any]:
+        """The operator's ``custom_options`` decoded as a flexbuffer map (the official converter
+        stores a fused op's attributes so); ``{}`` when they are empty, not a map, or not a
+        flexbuffer. The raw bytes are ``self.node.custom_options``."""
+        if not hasattr(self, "_custom_options"):
+            self._custom_options = decode_custom_options(self.node.custom_options, self.node.custom_options_format)
+        return self._custom_options
+
+    def declared_outputs(self) -> list[TensorInfo | None]:
+        """The model's own description of this node's outputs: name, declared shape, dtype and
+        quantization (``value`` is None; None for an omitted output). A kernel's ``prepare`` may
+        return other shapes, as LiteRT kernels resize their outputs."""
+        runtime = self.node.runtime
+        if runtime is None:
+            raise self.fail("the node's outputs are unknown outside an interpreter")
+        infos: list[TensorInfo | None] = []
+        for o in self.node.outputs:
+            t = runtime.graph.tensors[o] if o >= 0 else None
+            infos.append(None if t is None else TensorInfo(tuple(t.shape), runtime.dtypes[o], None, t.quantization, t.name))
+        return infos
+
     # -- helpers for prepare ----------------------------------------------------------------
 
     def fail(self, message: str) -> PrepareError:
@@ -104,6 +131,20 @@ class Kernel:
         if t.dtype not in [np.dtype(a) for a in allowed]:
             names = ", ".join(np.dtype(a).name for a in allowed)
             raise self.fail(f"input {t.name!r} has dtype {t.dtype.name}; supported: {names}")
+
+
+def decode_custom_options(data: bytes | None, fmt: int = FLEXBUFFERS) -> dict[str, Any]:
+    """An operator's ``custom_options`` as a dict when they hold a flexbuffer map, else ``{}``
+    (other producers store raw structs there, which only the op itself can read)."""
+    if not data or fmt != FLEXBUFFERS:
+        return {}
+    from flatbuffers import flexbuffers  # only models with custom options need it
+
+    try:
+        decoded = flexbuffers.Loads(bytes(data))
+    except Exception:  # not a flexbuffer: raw bytes for a kernel class to parse
+        return {}
+    return decoded if isinstance(decoded, dict) else {}
 
 
 KERNELS: dict[str, type[Kernel]] = {}
