@@ -223,6 +223,13 @@ def _count(stored: TensorRef) -> int | None:
     return None if _has_spare_row(stored) else stored.shape[0]
 
 
+def _every_row_in_order(stored: TensorRef, indices: np.ndarray | None) -> bool:
+    """Whether constant ``indices`` are ``0, 1, ..., n-1`` for a plain list of ``n`` elements."""
+    n = _count(stored)
+    return (n is not None and indices is not None
+            and np.array_equal(np.asarray(indices).reshape(-1), np.arange(n)) and np.asarray(indices).ndim == 1)
+
+
 def _row(cx: SubgraphLowering, index: TensorRef, stored: TensorRef, name: str) -> TensorRef:
     """The row (or rows) of ``stored`` holding element ``index`` (an int32 tensor)."""
     return _plus(cx, index, 1, name) if _has_spare_row(stored) else index
@@ -453,6 +460,8 @@ def stack(cx: SubgraphLowering, node: Node):
 def gather(cx: SubgraphLowering, node: Node):
     """Gather(list, indices, element_shape): GATHER of rows."""
     stored, indices = _list_input(cx, node), int32_input(cx, node, 1)
+    if _every_row_in_order(stored, indices.value):  # TensorArray.stack() in TF1 graphs
+        return [stored]
     rows = _row(cx, indices, stored, f"{node.name}/rows")
     shape = None if indices.shape is None else (*indices.shape, *stored.shape[1:])
     return [cx.emit1("GATHER", [stored, rows], cx.out(node, shape=shape, type_=stored.type), axis=0)]
@@ -475,6 +484,8 @@ def scatter_into(cx: SubgraphLowering, node: Node):
             d >= 0 and e >= 0 and d != e for d, e in zip(tensor.shape, expected)):
         raise cx.fail(node, f"cannot scatter a {tensor.type}{list(tensor.shape or [])} tensor with "
                             f"{len(indices)} indices into a list of {stored.type}{list(stored.shape[1:])}")
+    if _every_row_in_order(stored, indices) and tensor.shape[0] == n:  # TensorArray.unstack()
+        return [tensor]
     source = np.arange(n)
     source[indices] = n + np.arange(len(indices))  # later assignments overwrite earlier ones
     # Not folded: numlite's CONCATENATION kernel cannot run outside a model.
