@@ -40,6 +40,8 @@ CASES = {
     "while_dynamic_batch": {"WHILE": 1},
     "while_growing": {"WHILE": 1},
     "control_dependencies": {"WHILE": 1, "IF": 1},
+    "map_fn_and_scan": {"WHILE": 2},
+    "case_and_max_iterations": {"WHILE": 1, "IF": 2},
 }
 
 

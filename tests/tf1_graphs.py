@@ -185,6 +185,28 @@ def control_dependencies():
     return {x: [3]}, [tf.identity(out, "out")], []
 
 
+@case
+def map_fn_and_scan():
+    """tf.map_fn and tf.scan under control flow v1: TensorArrays read and written in a loop."""
+    x = placeholder([4, 3], "x")
+    squared = tf.map_fn(lambda row: tf.reduce_sum(row * row), x)
+    running = v1.scan(lambda acc, row: acc * 0.5 + row, x, initializer=tf.zeros([3]))
+    return {x: [4, 3]}, [tf.identity(squared, "squared"), tf.identity(running, "running")], []
+
+
+@case
+def case_and_max_iterations():
+    """tf.case (nested v1 conds) and a while loop bounded by maximum_iterations."""
+    x = placeholder([2], "x")
+    k = placeholder([], "k", tf.int32)
+    picked = tf.case([(tf.equal(k, 0), lambda: x + 1.0), (tf.equal(k, 1), lambda: x * 3.0)],
+                     default=lambda: -x, exclusive=True)
+    _, looped = v1.while_loop(lambda i, v: tf.reduce_sum(v) < 1e6, lambda i, v: [i + 1, v * 2.0 + 1.0],
+                              [tf.constant(0), picked], maximum_iterations=5)
+    outs = [tf.identity(picked, "picked"), tf.identity(looped, "looped")]
+    return {x: [2], k: np.array(0, np.int32)}, outs, [{k: np.array(1, np.int32)}, {k: np.array(7, np.int32)}]
+
+
 class LSTMCell:
     """TF1's ``LSTMCell`` math (one kernel over [input, h], gates i, j, f, o, forget bias 1),
     written out: TF 2.16+ keeps the original class in Keras 2, which this project does not

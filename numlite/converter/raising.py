@@ -533,8 +533,9 @@ def tensor_arrays_to_lists(g: Graph) -> None:
         return
     mapping: dict[Value, Value] = {}
     replaced: dict[Node, Node] = {}
+    shapes = _element_shapes(g, creators)
     for ta in creators:
-        element_shape = _shape_const(g, ta, ta.attrs.get("element_shape"))
+        element_shape = _shape_const(g, ta, shapes[ta])
         dtype = ta.attrs["dtype"]
         reserve = make_node("TensorListReserve", f"{ta.name}/list", [element_shape, ta.inputs[0]],
                             {"element_dtype": f"dtype:{dtype}", "shape_type": "dtype:int32"}, [("variant", ())])
@@ -544,9 +545,7 @@ def tensor_arrays_to_lists(g: Graph) -> None:
         if not node.op.startswith("TensorArray") or node.op == "TensorArrayV3":
             continue
         ta = _creator(node.inputs[0], node)
-        dtype = ta.attrs["dtype"]
-        element_shape = ta.attrs.get("element_shape")
-        new = _list_op(g, node, ta, dtype, element_shape)
+        new = _list_op(g, node, ta, ta.attrs["dtype"], shapes[ta])
         if new is not None:
             replaced[node] = new
             mapping.update(zip(node.outputs, new.outputs))
@@ -555,6 +554,27 @@ def tensor_arrays_to_lists(g: Graph) -> None:
         g.nodes[at:at] = [new]
     g.substitute(mapping)
     _retype_flows(g)
+
+
+def _element_shapes(g: Graph, creators: list[Node]) -> dict[Node, Shape]:
+    """Each TensorArray's element shape: as declared, else as an unstack (a scatter of a whole
+    tensor, written before any loop, so of known shape) tells it."""
+    shapes: dict[Node, Shape] = {ta: ta.attrs.get("element_shape") for ta in creators}
+    for node in g.nodes:
+        if node.op == "TensorArrayScatterV3":
+            ta = _creator(node.inputs[0], node)
+            value = node.inputs[2].shape
+            if value is not None and len(value) >= 1:
+                shapes[ta] = _more_precise(shapes[ta], tuple(value[1:]))
+    return shapes
+
+
+def _more_precise(declared: Shape, seen: Shape) -> Shape:
+    if declared is None:
+        return seen
+    if seen is None or len(seen) != len(declared):
+        return declared
+    return tuple(d if d is not None else s for d, s in zip(declared, seen))
 
 
 def _list_op(g: Graph, node: Node, ta: Node, dtype: str, element_shape: Shape) -> Node | None:
