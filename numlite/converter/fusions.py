@@ -36,6 +36,10 @@ from numlite.model import schema
 
 FUSED_OP = "_NumliteFusedOp"  # a converter node standing for one TFLite operator a fusion emitted
 IMPLEMENTS_ATTRS = ("_implements", "experimental_implements", "tf._implements")
+# tf_keras marks its LSTM/GRU functions for Grappler with ``api_implements: "lstm_<uuid>"`` and
+# puts the attributes the conversion needs (time_major, go_backwards) beside it on the function.
+KERAS_IMPLEMENTS_ATTR = "api_implements"
+_KERAS_INTERNAL_ATTRS = ("api_implements", "api_preferred_device", "forward_function_name", "backward_function_name")
 FUSABLE_ATTR = "tfl_fusable_op"
 # Attribute kinds the official converter stores in a tfl_fusable_op's custom options.
 _OPTION_KINDS = ("i", "f", "s", "b")
@@ -81,11 +85,11 @@ def fuse_composites(graph: Graph, functions: Mapping[str, Any] | None = None,
             if found is None:
                 k += 1
                 continue
-            implements, fusion = found
+            implements, fusion, key = found
             new_nodes = _replace_call(g, node, ref.graph, implements, fusion, resources)
             g.nodes[k:k + 1] = new_nodes
             k += len(new_nodes)
-            applied[implements.name] += 1
+            applied[key] += 1
     return applied
 
 
@@ -100,7 +104,14 @@ def implements_of(callee: Graph, functions: Mapping[str, Any] | None = None) -> 
         for key in IMPLEMENTS_ATTRS:
             if key in fdef.attr:
                 return _from_attr_value(callee.name, fdef.attr[key])
+        if KERAS_IMPLEMENTS_ATTR in fdef.attr and fdef.attr[KERAS_IMPLEMENTS_ATTR].s:
+            return _keras_implements(fdef.attr[KERAS_IMPLEMENTS_ATTR].s.decode("utf-8", "replace"),
+                                     {k: decode_attr(v) for k, v in fdef.attr.items()},
+                                     {k: v.WhichOneof("value") or "none" for k, v in fdef.attr.items()})
         return None
+    keras_name = callee.attrs.get(KERAS_IMPLEMENTS_ATTR)
+    if isinstance(keras_name, str) and keras_name and not any(callee.attrs.get(k) for k in IMPLEMENTS_ATTRS):
+        return _keras_implements(keras_name, dict(callee.attrs), None)
     for key in IMPLEMENTS_ATTRS:
         value = callee.attrs.get(key)
         if isinstance(value, FuncRef):
@@ -108,6 +119,13 @@ def implements_of(callee: Graph, functions: Mapping[str, Any] | None = None) -> 
         if isinstance(value, str) and value:
             return _from_text(callee.name, value)
     return None
+
+
+def _keras_implements(name: str, attrs: dict[str, Any], kinds: dict[str, str] | None) -> Implements:
+    """What a tf_keras RNN function implements: ``api_implements`` names it, and its other
+    public attributes (time_major, go_backwards) are the operation's attributes."""
+    keep = [k for k in attrs if not k.startswith("_") and k not in _KERAS_INTERNAL_ATTRS]
+    return Implements(name, {k: attrs[k] for k in keep}, None if kinds is None else {k: kinds[k] for k in keep})
 
 
 def _from_attr_value(function: str, av: Any) -> Implements | None:
@@ -140,16 +158,18 @@ def _from_name_attr_list(nal: Any) -> Implements:
     return Implements(nal.name, attrs, kinds)
 
 
-def _fusion_for(ref: FuncRef, functions: Mapping[str, Any] | None) -> tuple[Implements, Any] | None:
+def _fusion_for(ref: FuncRef, functions: Mapping[str, Any] | None) -> tuple[Implements, Any, str] | None:
+    """What the called function implements, its fusion and the key the report counts it by
+    (the registered name: ``lstm_*`` rather than each layer's ``lstm_<uuid>``)."""
     if ref.graph is None:
         return None
     implements = implements_of(ref.graph, functions)
     if implements is None:
         return None
-    fusion = api.lookup(implements.name)
-    if fusion is None and implements.fusable:
-        fusion = _custom_op_fusion(ref.graph.name, implements)
-    return None if fusion is None else (implements, fusion)
+    found = api.match(implements.name)
+    if found is None and implements.fusable:
+        found = implements.name, _custom_op_fusion(ref.graph.name, implements)
+    return None if found is None else (implements, found[1], found[0])
 
 
 def _custom_op_fusion(function: str, implements: Implements) -> Callable[..., Any]:
@@ -285,6 +305,43 @@ class _Builder(api.Builder):
         return self._emit("CUSTOM", inputs, outputs, {"op": "CUSTOM", "options": {}, "custom_code": code,
                                                       "custom_options": bytes(encoded)})
 
+    def variable(self, shape: Sequence[int | None], dtype: str, initial: api.Tensor | None = None,
+                 name: str | None = None) -> api.Tensor:
+        """A variable tensor written before every run by an op of its own: FILL with zeros, or
+        TRANSPOSE of ``initial`` by the identity permutation (an exact copy whatever the shape).
+        LiteRT requires a stateful op's state operands to be variable tensors and overwrites them
+        with the final state, so a file whose state tensor is only initialised at allocation
+        (what the official converter writes) gives another result at the second invoke."""
+        spec = self.spec(shape, dtype, f"{self.call.name}/{name or 'state'}")
+        if spec.dtype not in TFLITE_TYPES:
+            raise ConversionError(f"{self.where}: a variable of dtype {dtype!r} has no TFLite equivalent")
+        if initial is None:
+            if spec.shape is None or any(d is None for d in spec.shape):
+                raise self.fail(f"a zero variable needs a static shape, got {spec.shape}; pass initial= "
+                                "(zeros made from the input's shape) for dimensions known at run time")
+            op, inputs = "FILL", [np.array(spec.shape, np.int32), np.zeros((), spec.dtype)]
+        else:
+            if not isinstance(initial, api.Tensor) or initial.dtype != spec.dtype or not _compatible(initial.shape, spec.shape):
+                raise self.fail(f"the initial value of variable {spec.name!r} must be a {spec.dtype} tensor of "
+                                f"shape {list(spec.shape or [])}, got {initial!r}")
+            op, inputs = "TRANSPOSE", [initial, np.arange(len(spec.shape or ()), dtype=np.int32)]
+        return self._emit(op, inputs, [spec], {"op": op, "options": {}, "custom_code": None,
+                                               "custom_options": None, "variable": True})
+
+    def is_zeros(self, t: api.Tensor) -> bool:
+        if super().is_zeros(t):
+            return True
+        value = t.ref
+        while isinstance(value, Value) and value.node is not None and value.node.op in ("Identity", "IdentityN"):
+            value = value.node.inputs[value.index if value.node.op == "IdentityN" else 0]
+        if not isinstance(value, Value) or value.node is None:
+            return False
+        node = value.node
+        if node.op == "ZerosLike":
+            return True
+        fill = node.inputs[1].const if node.op == "Fill" and len(node.inputs) == 2 else None
+        return fill is not None and not np.any(fill)
+
     def const(self, value: Any, dtype: str | None = None, name: str | None = None) -> api.Tensor:
         array = np.asarray(value)
         if dtype is None and array.dtype == np.float64:
@@ -312,7 +369,8 @@ class _Builder(api.Builder):
             if not isinstance(s, api.Tensor) or s.dtype not in TFLITE_TYPES:
                 raise ConversionError(f"{self.where}: an output of its {label} op is not a spec with a TFLite "
                                       f"dtype: {s!r}")
-        name = self.call.name if outputs is None else f"{self.call.name}/{label.lower()}"
+        name = self.call.name if outputs is None else (specs[0].name if attrs.get("variable")
+                                                        else f"{self.call.name}/{label.lower()}")
         node = Node(FUSED_OP, self._unique(name), {**attrs, "omitted": omitted}, values)
         node.outputs = [Value(node, i, s.dtype, s.shape) for i, s in enumerate(specs)]
         self.nodes.append(node)
@@ -374,5 +432,16 @@ def lower_fused_op(cx: SubgraphLowering, node: Node):
     for k in a["omitted"]:
         inputs.insert(k, None)
     outputs = [cx.out(node, i) for i in range(len(node.outputs))]
-    return cx.emit(a["op"], inputs, outputs, custom_code=a["custom_code"], custom_options=a["custom_options"],
-                   **a["options"])
+    if not a.get("variable"):
+        return cx.emit(a["op"], inputs, outputs, custom_code=a["custom_code"], custom_options=a["custom_options"],
+                       **a["options"])
+    # A variable tensor (b.variable): never folded, since the op must rewrite it at every invoke.
+    source = inputs[0] if a["op"] == "TRANSPOSE" else None
+    if source is not None and source.value is not None and source.value.size and np.all(source.value == source.value.flat[0]):
+        # A uniform initial value known by now (Keras's zero state, folded): FILL stores no array.
+        inputs, a = [cx.const(np.array(source.value.shape, np.int32), f"{node.name}/dims"),
+                     cx.const(source.value.flat[0], f"{node.name}/value")], {**a, "op": "FILL", "options": {}}
+    refs = cx.emit(a["op"], inputs, outputs, fold=False, **a["options"])
+    for ref in refs:
+        cx.builder.sg.tensors[ref.index].is_variable = True
+    return refs

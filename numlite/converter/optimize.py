@@ -112,7 +112,8 @@ def remove_identity_ops(model: Model, index: int) -> None:
     replaced: dict[int, int] = {}
     kept = []
     for op in sg.operators:
-        x = _passed_through(model, sg, op) if len(op.outputs) == 1 and op.outputs[0] not in sg.outputs else None
+        x = (_passed_through(model, sg, op) if len(op.outputs) == 1 and op.outputs[0] not in sg.outputs
+             and not sg.tensors[op.outputs[0]].is_variable else None)  # a variable's writer resets a state
         if x is None:
             kept.append(op)
         else:
@@ -134,7 +135,8 @@ def remove_duplicate_ops(model: Model, index: int) -> None:
     for op in sg.operators:
         op.inputs = [replaced.get(t, t) for t in op.inputs]
         kernel = KERNELS.get(model.op_name(op))
-        if kernel is None or not kernel.foldable or op.custom_options is not None:
+        if (kernel is None or not kernel.foldable or op.custom_options is not None
+                or any(sg.tensors[t].is_variable for t in op.outputs)):  # each state its own tensor
             kept.append(op)
             continue
         candidates = earlier.setdefault((op.opcode_index, tuple(op.inputs)), [])

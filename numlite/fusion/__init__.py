@@ -40,7 +40,7 @@ import numpy as np
 from numlite.errors import ConversionError
 
 __all__ = [
-    "Builder", "FusionError", "Tensor", "encode_options", "lookup", "register", "registered", "unregister",
+    "Builder", "FusionError", "Tensor", "encode_options", "lookup", "match", "register", "registered", "unregister",
 ]
 
 T = TypeVar("T")
@@ -121,6 +121,20 @@ class Builder:
         floats float32, as TFLite expects)."""
         raise NotImplementedError
 
+    def variable(self, shape: Sequence[int | None], dtype: str, initial: Tensor | None = None,
+                 name: str | None = None) -> Tensor:
+        """A variable tensor (``is_variable``), the kind of operand an op keeps state in (the
+        states of UNIDIRECTIONAL_SEQUENCE_LSTM). LiteRT's kernels overwrite such a tensor with
+        the final state, so it is set before every run of the op reading it: to ``initial``
+        (a tensor of that shape) or, without one, to zeros. ``shape`` may have ``None`` (a
+        dimension known at run time, such as the batch)."""
+        raise NotImplementedError
+
+    def is_zeros(self, t: Tensor) -> bool:
+        """Whether ``t`` is known to hold only zeros: a constant, or zeros of a shape known only
+        at run time (``tf.zeros`` of a dynamic batch, as Keras makes its initial RNN states)."""
+        return t.is_constant and t.value.size > 0 and not np.any(t.value)
+
     def spec(self, shape: Sequence[int | None] | None, dtype: str, name: str | None = None) -> Tensor:
         """The declaration of an operator output: its shape (``None`` for a dimension known
         only at run time) and dtype."""
@@ -140,24 +154,29 @@ class Builder:
 # -- registry ----------------------------------------------------------------------------------
 
 
-def register(name: str, *, replace: bool = False) -> Callable[[T], T]:
+def register(name: str, *, replace: bool = False, prefix: bool = False) -> Callable[[T], T]:
     """Decorator: the fusion for functions implementing ``name`` (a function
     ``fusion(b, *args, **attrs)`` or a class with ``fuse(self, b, *args, **attrs)`` and
-    optionally ``check``). Registering a name twice is an error unless ``replace``."""
+    optionally ``check``). Registering a name twice is an error unless ``replace``.
+
+    With ``prefix=True`` the fusion claims every name starting with ``name`` (tf_keras marks
+    each LSTM layer's function ``lstm_<uuid>``); an exact registration wins over a prefix, a
+    longer prefix over a shorter one. It is listed and unregistered as ``name + "*"``."""
     if not isinstance(name, str) or not name:
         raise TypeError(f"a fusion is registered under a non-empty name, got {name!r}")
+    key = name + "*" if prefix else name
 
     def decorate(fusion: T) -> T:
-        if name in _REGISTRY and not replace:
-            raise ValueError(f"a fusion for {name!r} is already registered (pass replace=True to replace it)")
+        if key in _REGISTRY and not replace:
+            raise ValueError(f"a fusion for {key!r} is already registered (pass replace=True to replace it)")
         if inspect.isclass(fusion):
             instance = fusion()
             if not callable(getattr(instance, "fuse", None)):
-                raise TypeError(f"fusion class {fusion.__name__} for {name!r} has no method "
+                raise TypeError(f"fusion class {fusion.__name__} for {key!r} has no method "
                                 "fuse(self, b, *args, **attrs)")
-            _REGISTRY[name] = instance
+            _REGISTRY[key] = instance
         elif callable(fusion):
-            _REGISTRY[name] = fusion
+            _REGISTRY[key] = fusion
         else:
             raise TypeError(f"a fusion must be a function or a class, got {fusion!r}")
         return fusion
@@ -166,18 +185,32 @@ def register(name: str, *, replace: bool = False) -> Callable[[T], T]:
 
 
 def unregister(name: str) -> None:
-    """Forget the fusion registered for ``name`` (functions implementing it are inlined again)."""
+    """Forget the fusion registered for ``name`` (a prefix as ``"lstm_*"``); functions
+    implementing it are inlined again."""
     _REGISTRY.pop(name, None)
 
 
 def registered() -> list[str]:
-    """The names fusions are registered for."""
+    """The names fusions are registered for (prefixes ending in ``*``)."""
     return sorted(_REGISTRY)
 
 
 def lookup(name: str) -> Any:
     """The fusion registered for ``name`` (a function or a class instance), or None."""
-    return _REGISTRY.get(name)
+    found = match(name)
+    return None if found is None else found[1]
+
+
+def match(name: str) -> tuple[str, Any] | None:
+    """``(key, fusion)`` for ``name``: its exact registration, else the longest registered
+    prefix it starts with (key ``"prefix*"``), else None."""
+    if name in _REGISTRY and not name.endswith("*"):
+        return name, _REGISTRY[name]
+    prefixes = [k for k in _REGISTRY if k.endswith("*") and name.startswith(k[:-1])]
+    if not prefixes:
+        return None
+    key = max(prefixes, key=len)
+    return key, _REGISTRY[key]
 
 
 # -- custom options ----------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The fusions numlite registers itself: embedding lookup to EMBEDDING_LOOKUP.
+"""The fusions numlite registers itself: embedding lookup to EMBEDDING_LOOKUP; LSTMs (tf_keras
+``lstm_<uuid>`` functions, the spec's LSTMCellSimple cells) to UNIDIRECTIONAL_SEQUENCE_LSTM.
 
 (Functions whose signature says ``tfl_fusable_op: true`` need no registration: the converter
 turns any of them into a CUSTOM op.)
@@ -33,3 +34,18 @@ def _shape(t: Tensor) -> str:
 
 register("embedding_lookup")(embedding_lookup)
 register("embedding_matmul")(embedding_lookup)  # the name the official converter recognises
+
+
+def _register_rnn() -> None:
+    """The LSTM fusions (numlite.fusion.rnn): tf_keras's ``lstm_<uuid>`` functions and the spec's
+    bring-your-own cells (also in their ``name,CoupleInputForgetGates`` form)."""
+    from numlite.fusion import rnn
+
+    register("lstm_", prefix=True)(rnn.keras_lstm)
+    register("LSTMCellSimple")(rnn.lstm_cell_simple)
+    register("LSTMCellSimple,", prefix=True)(rnn.lstm_cell_simple)
+    register("LayerNormalizedLstmCellSimple")(rnn.layer_norm_lstm_cell_simple)
+    register("LayerNormalizedLstmCellSimple,", prefix=True)(rnn.layer_norm_lstm_cell_simple)
+
+
+_register_rnn()

@@ -11,6 +11,21 @@ output slot and the kernel stores its result there.
 
 A kernel instance belongs to one operator node and may keep whatever prepare computed (axes,
 padding plans, reshaped weights) on ``self`` for eval to use.
+
+Quantized kernels. An op whose int8/uint8/int16 form is affine-quantized integer arithmetic
+(ADD, CONV_2D, SOFTMAX...) has a second class, registered with ``quantized=True``::
+
+    @register("ADD", quantized=True)
+    class QuantizedAdd(Kernel): ...
+
+Registering both an op's plain kernel and its quantized one makes ``KERNELS[op]`` a dispatcher
+(:class:`QuantizedDispatch`, either order of registration): its prepare picks the quantized class
+when ``QuantizedAdd.handles(ins)`` is true, by default when the first input is int8, uint8 or
+int16 and carries a quantization scale (override the classmethod for other rules), else the
+plain class, and hands the node to a fresh instance of that class. eval, ``foldable`` and
+``reads_only_shapes`` are then the chosen kernel's. ``QUANTIZED_KERNELS`` lists the quantized
+classes by op name. An op with only a quantized form (QUANTIZE) registers normally. A subclass
+of a dispatcher that overrides eval still works: its ``super().eval`` runs the chosen kernel.
 """
 
 from __future__ import annotations
@@ -148,20 +163,88 @@ def decode_custom_options(data: bytes | None, fmt: int = FLEXBUFFERS) -> dict[st
 
 
 KERNELS: dict[str, type[Kernel]] = {}
+QUANTIZED_KERNELS: dict[str, type[Kernel]] = {}
+_PLAIN_KERNELS: dict[str, type[Kernel]] = {}  # an op's plain kernel, behind its dispatcher
+
+QUANTIZED_DTYPES = (np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16))
 
 
-def register(*op_names: str) -> Callable[[type[Kernel]], type[Kernel]]:
+def has_scale(t: TensorInfo | None) -> bool:
+    """True when the tensor carries affine quantization parameters (at least one scale)."""
+    q = None if t is None else t.quantization
+    return q is not None and q.scale is not None and len(q.scale) > 0
+
+
+class QuantizedDispatch(Kernel):
+    """The kernel of an op with a plain and a quantized class: prepare chooses one for the
+    node's inputs, delegates to it, and eval is then that kernel's own bound eval (no extra
+    call per invoke). Subclasses are made by :func:`register`, with ``plain`` and ``quantized``."""
+
+    plain: type[Kernel]
+    quantized: type[Kernel]
+
+    def __init__(self, node: Node) -> None:
+        super().__init__(node)
+        self.impl: Kernel | None = None
+
+    def prepare(self, ins: Sequence[TensorInfo | None]) -> list[Spec]:
+        cls = self.quantized if self.quantized.handles(ins) else self.plain
+        if type(self.impl) is not cls:  # shapes changed to another kind: a fresh kernel
+            self.impl = cls(self.node)
+        if type(self).eval is QuantizedDispatch.eval:  # not overridden by a subclass:
+            self.eval = self.impl.eval  # type: ignore[method-assign]  # skip one call per invoke
+        self.foldable, self.reads_only_shapes = cls.foldable, cls.reads_only_shapes
+        return self.impl.prepare(ins)
+
+    def eval(self, ins: Sequence[np.ndarray | None], outs: list[np.ndarray | None]) -> None:
+        if self.impl is None:
+            raise PrepareError("the node was not prepared")
+        self.impl.eval(ins, outs)
+
+
+def _quantized_handles(cls: type[Kernel], ins: Sequence[TensorInfo | None]) -> bool:
+    first = next((t for t in ins if t is not None), None)
+    return first is not None and first.dtype in QUANTIZED_DTYPES and has_scale(first)
+
+
+def register(*op_names: str, quantized: bool = False) -> Callable[[type[Kernel]], type[Kernel]]:
     """Class decorator: make a kernel the implementation of the named ops.
 
     Custom ops register under their custom code, e.g. ``@register("MyCustomOp")``.
+    ``quantized=True`` registers the op's quantized-integer kernel beside its plain one (see the
+    module docstring); the class may define a ``handles(cls, ins)`` classmethod.
     """
 
     def decorate(cls: type[Kernel]) -> type[Kernel]:
+        if quantized and not hasattr(cls, "handles"):
+            cls.handles = classmethod(_quantized_handles)  # type: ignore[attr-defined]
         for name in op_names:
-            KERNELS[name] = cls
+            if quantized:
+                QUANTIZED_KERNELS[name] = cls
+            else:
+                _PLAIN_KERNELS[name] = cls
+            _install(name)
         return cls
 
     return decorate
+
+
+def _install(name: str) -> None:
+    plain, quant = _PLAIN_KERNELS.get(name), QUANTIZED_KERNELS.get(name)
+    if plain is None or quant is None:
+        KERNELS[name] = plain or quant  # type: ignore[assignment]
+        return
+    KERNELS[name] = type(
+        f"{plain.__name__}Dispatch",
+        (QuantizedDispatch,),
+        {
+            "plain": plain,
+            "quantized": quant,
+            "foldable": plain.foldable and quant.foldable,
+            "reads_only_shapes": plain.reads_only_shapes,
+            "__module__": plain.__module__,
+        },
+    )
 
 
 # ----------------------------------------------------------------------------- shared helpers

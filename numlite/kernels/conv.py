@@ -24,6 +24,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from numlite.errors import PrepareError
+from numlite.kernels import hybrid
 from numlite.kernels.base import Kernel, Spec, TensorInfo, fused_activation, register, scratch
 
 SAME, VALID = 0, 1
@@ -176,8 +177,8 @@ def _expect_float(kernel: Kernel, *tensors: TensorInfo | None) -> None:
     for t in tensors:
         if t is not None and t.dtype != np.float32:
             raise kernel.fail(
-                f"input {t.name!r} has dtype {t.dtype.name}; only float32 is supported"
-                " (quantized and hybrid convolutions are not implemented)"
+                f"input {t.name!r} has dtype {t.dtype.name}; expected float32 (or integer activations"
+                " with quantization parameters, or int8 weights with float32 activations)"
             )
 
 
@@ -193,7 +194,11 @@ def _expect_rank(kernel: Kernel, t: TensorInfo, rank: int, what: str) -> None:
 class Conv2D(Kernel):
     """2-D convolution, grouped when the input has a multiple of the filter's channels."""
 
+    hybrid: Kernel | None = None  # the dynamic-range kernel this node runs, if any
+
     def prepare(self, ins: Sequence[TensorInfo | None]) -> list[Spec]:
+        if (specs := hybrid.route(self, ins, hybrid.HybridConv2D)) is not None:  # int8 weights, float activations
+            return specs
         self.expect_inputs(ins, 2, 3)
         x, f = ins[0], ins[1]
         bias = ins[2] if len(ins) == 3 else None
@@ -248,6 +253,8 @@ class Conv2D(Kernel):
         return self.col
 
     def eval(self, ins, outs):
+        if self.hybrid is not None:
+            return self.hybrid.eval(ins, outs)
         x, f, bias = ins[0], ins[1], ins[2]
         weights = self.weights if self.weights is not None else self._weight_matrix(f)
         out = outs[0]
@@ -284,7 +291,11 @@ class DepthwiseConv2D(Kernel):
     the output channels: one multiply-add of a shifted input view per filter tap.
     """
 
+    hybrid: Kernel | None = None  # the dynamic-range kernel this node runs, if any
+
     def prepare(self, ins: Sequence[TensorInfo | None]) -> list[Spec]:
+        if (specs := hybrid.route(self, ins, hybrid.HybridDepthwiseConv2D)) is not None:  # int8 weights, float activations
+            return specs
         self.expect_inputs(ins, 2, 3)
         x, f = ins[0], ins[1]
         bias = ins[2] if len(ins) == 3 else None
@@ -321,6 +332,8 @@ class DepthwiseConv2D(Kernel):
         return np.tile(f[0], (1, 1, ow))
 
     def eval(self, ins, outs):
+        if self.hybrid is not None:
+            return self.hybrid.eval(ins, outs)
         x, f = ins[0], ins[1]
         bias = ins[2] if len(ins) == 3 else None
         out = outs[0]

@@ -6,6 +6,7 @@ from typing import Sequence
 
 import numpy as np
 
+from numlite.kernels import hybrid
 from numlite.kernels.base import Kernel, Spec, TensorInfo, fused_activation, register
 
 FLOAT = np.dtype(np.float32)
@@ -24,7 +25,11 @@ class FullyConnected(Kernel):
     its last dimension replaced by ``units`` under ``keep_num_dims``.
     """
 
+    hybrid: Kernel | None = None  # the dynamic-range kernel this node runs, if any
+
     def prepare(self, ins: Sequence[TensorInfo | None]) -> list[Spec]:
+        if (specs := hybrid.route(self, ins, hybrid.HybridFullyConnected)) is not None:  # int8 weights, float activations
+            return specs
         self.expect_inputs(ins, 2, 3)
         x, wts = ins[0], ins[1]
         bias = ins[2] if len(ins) == 3 else None
@@ -37,7 +42,7 @@ class FullyConnected(Kernel):
             if t is not None and t.dtype != FLOAT:
                 raise self.fail(
                     f"input {t.name!r} has dtype {t.dtype.name}; only float32 is supported"
-                    " (quantized and hybrid fully-connected layers are not implemented)"
+                    " (or integer activations with quantization parameters, or int8 weights)"
                 )
         if opts.fused_activation_function not in _FC_ACTIVATIONS:
             raise self.fail(f"fused activation {opts.fused_activation_function} is not supported by FULLY_CONNECTED")
@@ -62,6 +67,8 @@ class FullyConnected(Kernel):
         return [Spec(out_shape, FLOAT)]
 
     def eval(self, ins, outs):
+        if self.hybrid is not None:
+            return self.hybrid.eval(ins, outs)
         x, wts = ins[0], ins[1]
         bias = ins[2] if len(ins) == 3 else None
         out = outs[0]
@@ -85,14 +92,18 @@ class BatchMatMul(Kernel):
     """Batched ``lhs @ rhs`` of rank 2 to 5 with broadcast batch dimensions; ``adj_x`` and
     ``adj_y`` transpose the last two dimensions of either operand first."""
 
+    hybrid: Kernel | None = None  # the dynamic-range kernel this node runs, if any
+
     def prepare(self, ins: Sequence[TensorInfo | None]) -> list[Spec]:
+        if (specs := hybrid.route(self, ins, hybrid.HybridBatchMatMul)) is not None:  # int8 weights, float activations
+            return specs
         self.expect_inputs(ins, 2)
         lhs, rhs = ins
         for t in (lhs, rhs):
             if t.dtype != FLOAT:
                 raise self.fail(
                     f"input {t.name!r} has dtype {t.dtype.name}; only float32 is supported"
-                    " (quantized and hybrid batch matmuls are not implemented)"
+                    " (or integer operands with quantization parameters, or an int8 rhs)"
                 )
             if not 2 <= t.ndim <= 5:
                 raise self.fail(f"inputs must have rank 2 to 5, got shape {t.shape}")
@@ -114,6 +125,8 @@ class BatchMatMul(Kernel):
         return [Spec(tuple(batch) + (rows, cols), FLOAT)]
 
     def eval(self, ins, outs):
+        if self.hybrid is not None:
+            return self.hybrid.eval(ins, outs)
         lhs, rhs = ins
         if self.adj_x:
             lhs = lhs.swapaxes(-1, -2)

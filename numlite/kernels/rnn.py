@@ -1,0 +1,685 @@
+"""Recurrent ops (float32): UNIDIRECTIONAL_SEQUENCE_LSTM, BIDIRECTIONAL_SEQUENCE_LSTM, LSTM (full
+kernel), UNIDIRECTIONAL_SEQUENCE_RNN, BIDIRECTIONAL_SEQUENCE_RNN and RNN, with LiteRT's formulas.
+
+An LSTM step, gates in LiteRT's order input (i), forget (f), cell (g), output (o)::
+
+    i = sigmoid(LN(W_xi x + W_hi h + w_ci * c) + b_i)     (absent under CIFG: i = 1 - f)
+    f = sigmoid(LN(W_xf x + W_hf h + w_cf * c) + b_f)
+    g = act(LN(W_xg x + W_hg h) + b_g)
+    c = clip(f * c + i * g, cell_clip)
+    o = sigmoid(LN(W_xo x + W_ho h + w_co * c) + b_o)      (the peephole sees the new c)
+    h = clip(W_p (o * act(c)) + b_p, proj_clip)            (without projection: o * act(c))
+
+``w_c*`` are the optional peephole vectors, ``LN(v) = coefficients * (v - mean) / sqrt(var +
+1e-8)`` applies only when layer-norm coefficients are given (the bias is then added after it,
+otherwise bias and LN merge into a plain sum), ``act`` is the op's fused activation and a clip of
+0 means none. With ``diagonal_recurrent_tensors`` the recurrent weights are vectors
+(``W_h* h`` becomes ``w_h* * h``). Two LiteRT behaviours are kept on purpose: with activation
+NONE LiteRT never writes ``act(c)``, so ``h`` is ``o * g`` (the buffer still holds the cell
+gate); SIGN_BIT is ``1`` for negative values (and -0.0), ``0`` otherwise.
+
+The bidirectional ops take an aux input: with aux weights both directions add its projection;
+without them it is the backward direction's input. Three LiteRT bugs are not reproduced (numlite
+computes what LiteRT's own other layout computes, see tests/test_rnn_kernels.py): its merged
+batch-major BIDIRECTIONAL_SEQUENCE_LSTM output is wrong from the second batch row on; its
+batch-major BIDIRECTIONAL_SEQUENCE_RNN backward pass reads the main input instead of the aux
+input; its time-major BIDIRECTIONAL_SEQUENCE_RNN steps through an aux input with the main
+input's depth.
+
+The states (``output_state`` h and ``cell_state`` c, an RNN's hidden state) are variable
+tensors: read at the start of each invoke and overwritten with the final state, so they persist
+across invokes (and re-allocations) until ``reset_all_variables``, as in LiteRT. The input projections of every time step are one BLAS matmul; the time
+loop then does one recurrent matmul per step for all gates at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from numlite.kernels.base import Kernel, Spec, TensorInfo, register, scratch
+
+FLOAT = np.dtype(np.float32)
+LN_EPSILON = np.float32(1e-8)  # LiteRT's MeanStddevNormalization constant
+
+NONE, RELU, RELU_N1_TO_1, RELU6, TANH, SIGN_BIT = range(6)
+
+
+# ----------------------------------------------------------------------------- activations
+
+
+def _activate(code: int, src: np.ndarray, dst: np.ndarray) -> None:
+    """``dst = act(src)`` as LiteRT's ApplyActivationToVector: NONE writes nothing."""
+    if code == NONE:
+        return
+    if code == RELU:
+        np.maximum(src, 0, out=dst)
+    elif code == RELU_N1_TO_1:
+        np.clip(src, -1, 1, out=dst)
+    elif code == RELU6:
+        np.clip(src, 0, 6, out=dst)
+    elif code == TANH:
+        np.tanh(src, out=dst)
+    else:  # SIGN_BIT
+        np.copyto(dst, np.signbit(src))
+
+
+def _sigmoid(x: np.ndarray) -> None:
+    """In place. exp overflows to inf for very negative x, giving the right limit 0: callers
+    run it under ``np.errstate(over="ignore")`` (once per sequence, not per step)."""
+    np.negative(x, out=x)
+    np.exp(x, out=x)
+    x += 1
+    np.reciprocal(x, out=x)
+
+
+def _check_activation(kernel: Kernel, code: int) -> int:
+    if code not in range(6):
+        raise kernel.fail(f"unknown fused activation function {code}")
+    return code
+
+
+def _clip(x: np.ndarray, bound: np.float32) -> None:
+    """Clip to [-bound, bound] in place; 0 means no clipping (ufuncs: np.clip's Python
+    wrapper costs more than the work at these sizes)."""
+    if bound > 0:
+        np.minimum(x, bound, out=x)
+        np.maximum(x, -bound, out=x)
+
+
+# ----------------------------------------------------------------------------- shared checks
+
+
+def _check_float(kernel: Kernel, ins: Sequence[TensorInfo | None]) -> None:
+    for t in ins:
+        if t is not None and t.dtype != FLOAT:
+            raise kernel.fail(
+                f"input {t.name!r} has dtype {t.dtype.name}; only float32 is supported"
+                " (quantized and hybrid recurrent ops are not implemented)"
+            )
+
+
+def _check_state(kernel: Kernel, ins: Sequence[TensorInfo | None], index: int, elements: int, what: str) -> None:
+    """A state operand must be present, be a variable tensor (LiteRT's GetVariableInput finds
+    nothing otherwise) and hold ``elements`` values."""
+    t = ins[index]
+    if t is None:
+        raise kernel.fail(f"the {what} (input {index}) is missing")
+    runtime = kernel.node.runtime
+    if runtime is not None and not runtime.graph.tensors[kernel.node.inputs[index]].is_variable:
+        raise kernel.fail(f"the {what} {t.name!r} (input {index}) must be a variable tensor")
+    if t.size != elements:
+        raise kernel.fail(f"the {what} {t.name!r} has shape {t.shape}, expected {elements} elements")
+
+
+def _sequence_dims(kernel: Kernel, x: TensorInfo, time_major: bool) -> tuple[int, int, int]:
+    """(max_time, batch, features) of a rank-3 sequence input."""
+    if x.ndim != 3:
+        raise kernel.fail(f"input {x.name!r} must have rank 3, got shape {x.shape}")
+    t, b = (x.shape[0], x.shape[1]) if time_major else (x.shape[1], x.shape[0])
+    return int(t), int(b), int(x.shape[2])
+
+
+def _time_major(a: np.ndarray, time_major: bool) -> np.ndarray:
+    """A [time, batch, ...] view of a sequence stored either way."""
+    return a if time_major else a.swapaxes(0, 1)
+
+
+def _sequence_shape(time: int, batch: int, depth: int, time_major: bool) -> tuple[int, int, int]:
+    return (time, batch, depth) if time_major else (batch, time, depth)
+
+
+def _check_backward_input(kernel: Kernel, aux: TensorInfo | None, n_input: int, bw_from_aux: bool) -> None:
+    """An aux input without aux weights is the backward direction's input; LiteRT checks the
+    backward weights against the main input's depth, so both depths must agree."""
+    if bw_from_aux and aux.shape[2] != n_input:
+        raise kernel.fail(
+            f"the aux input {aux.name!r} (the backward input, as it has no aux weights) has depth {aux.shape[2]},"
+            f" the input {n_input}: LiteRT requires them equal"
+        )
+
+
+# ----------------------------------------------------------------------------- LSTM
+
+
+@dataclass(frozen=True)
+class LstmOperands:
+    """Where one LSTM direction's tensors are among an op's inputs (-1: not an operand)."""
+
+    input_to: tuple[int, int, int, int]  # i, f, c, o
+    recurrent: tuple[int, int, int, int]
+    peephole: tuple[int, int, int]  # i, f, o
+    bias: tuple[int, int, int, int]
+    projection: int
+    projection_bias: int
+    output_state: int
+    cell_state: int
+    layer_norm: tuple[int, int, int, int] = (-1, -1, -1, -1)
+    aux: tuple[int, int, int, int] = (-1, -1, -1, -1)
+
+
+def _lstm_operands(base: int, states: int, layer_norm: int = -1, aux: int = -1) -> LstmOperands:
+    """The layout of LiteRT's LSTM ops: 17 weights from ``base`` (4 input, 4 recurrent,
+    3 peephole, 4 bias, projection weights and bias), then the two states elsewhere."""
+    r = lambda start, n: tuple(start + k for k in range(n)) if start >= 0 else (-1,) * n  # noqa: E731
+    return LstmOperands(
+        input_to=r(base, 4), recurrent=r(base + 4, 4), peephole=r(base + 8, 3), bias=r(base + 11, 4),
+        projection=base + 15, projection_bias=base + 16, output_state=states, cell_state=states + 1,
+        layer_norm=r(layer_norm, 4), aux=r(aux, 4),
+    )
+
+
+def _get(ins: Sequence, index: int):
+    return ins[index] if 0 <= index < len(ins) else None
+
+
+@dataclass
+class LstmWeights:
+    """One direction's weights stacked for BLAS: gate blocks in order i, f, g, o (i left out
+    under CIFG), each ``n_cell`` wide."""
+
+    input_to: np.ndarray  # [n_input, G * n_cell]
+    aux: np.ndarray | None  # [n_aux, G * n_cell]
+    recurrent: np.ndarray  # [n_output, G * n_cell], or [G * n_cell] when diagonal
+    bias: np.ndarray  # [G * n_cell]
+    peephole: tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]  # i, f, o
+    layer_norm: np.ndarray | None  # [G, n_cell]
+    projection: np.ndarray | None  # [n_cell, n_output]
+    projection_bias: np.ndarray | None  # [n_output]
+
+
+class LstmDirection:
+    """One LSTM direction of an op: validates its operands at prepare, stacks its weights
+    (once when they are constants) and runs the time loop."""
+
+    def __init__(self, kernel: Kernel, ops: LstmOperands, diagonal: bool = False) -> None:
+        self.kernel, self.ops, self.diagonal = kernel, ops, diagonal
+
+    # -- prepare --------------------------------------------------------------------------------
+
+    def prepare(self, ins: Sequence[TensorInfo | None], n_input: int, batch: int, n_aux: int | None) -> None:
+        """Check every operand against LiteRT's rules; sets n_cell, n_output and the flags."""
+        ops, fail = self.ops, self.kernel.fail
+        forget_in = self._need(ins, ops.input_to[1], "input-to-forget weights")
+        if forget_in.ndim != 2:
+            raise fail(f"input-to-forget weights {forget_in.name!r} must have rank 2, got shape {forget_in.shape}")
+        self.n_cell = int(forget_in.shape[0])
+        forget_rec = self._need(ins, ops.recurrent[1], "recurrent-to-forget weights")
+        if self.diagonal:
+            self.n_output = self.n_cell
+        elif forget_rec.ndim != 2:
+            raise fail(f"recurrent-to-forget weights {forget_rec.name!r} must have rank 2, got shape {forget_rec.shape}")
+        else:
+            self.n_output = int(forget_rec.shape[1])
+        self.cifg = _get(ins, ops.input_to[0]) is None
+        gates = range(1, 4) if self.cifg else range(4)
+        self._check_gate_operands(ins, gates, n_input, n_aux)
+        self._check_optional_operands(ins)
+        _check_state(self.kernel, ins, ops.output_state, batch * self.n_output, "output state")
+        _check_state(self.kernel, ins, ops.cell_state, batch * self.n_cell, "cell state")
+        self.use_aux = n_aux is not None and _get(ins, ops.aux[1]) is not None
+        self.weights = self.stack(ins) if self._all_constant(ins) else None
+
+    def _check_gate_operands(self, ins, gates: range, n_input: int, n_aux: int | None) -> None:
+        ops, n, fail = self.ops, self.n_cell, self.kernel.fail
+        names = "input forget cell output".split()
+        if self.cifg:
+            for idx, what in ((ops.recurrent[0], "recurrent-to-input weights"), (ops.bias[0], "input gate bias")):
+                if _get(ins, idx) is not None:
+                    raise fail(f"without input-to-input weights (CIFG) the {what} (input {idx}) must be omitted")
+        rec_shape = (n,) if self.diagonal else (n, self.n_output)
+        for k in gates:
+            self._expect(ins, ops.input_to[k], (n, n_input), f"input-to-{names[k]} weights")
+            self._expect(ins, ops.recurrent[k], rec_shape, f"recurrent-to-{names[k]} weights")
+            self._expect(ins, ops.bias[k], (n,), f"{names[k]} gate bias")
+        aux = [_get(ins, i) for i in ops.aux]
+        if any(a is not None for a in aux):
+            if n_aux is None:
+                raise fail("auxiliary input weights are given without an auxiliary input")
+            for k in gates:
+                self._expect(ins, ops.aux[k], (n, n_aux), f"aux-input-to-{names[k]} weights")
+
+    def _check_optional_operands(self, ins) -> None:
+        ops, n, fail = self.ops, self.n_cell, self.kernel.fail
+        peep = [_get(ins, i) for i in ops.peephole]
+        self.peephole = peep[2] is not None
+        if (peep[1] is None) != (peep[2] is None) or (self.cifg and peep[0] is not None) or (
+            not self.cifg and self.peephole and peep[0] is None
+        ):
+            raise fail("peephole weights must be all present (cell-to-input only without CIFG) or all omitted")
+        for k, idx in enumerate(ops.peephole):
+            if peep[k] is not None:
+                self._expect(ins, idx, (n,), "peephole weights")
+        norms = [_get(ins, i) for i in ops.layer_norm]
+        self.layer_norm = norms[1] is not None
+        if self.layer_norm:
+            wanted = range(1, 4) if self.cifg else range(4)
+            if any(norms[k] is None for k in wanted) or (self.cifg and norms[0] is not None):
+                raise fail("layer-norm coefficients must be given for every gate the LSTM has")
+            for k in wanted:
+                self._expect(ins, ops.layer_norm[k], (n,), "layer-norm coefficients")
+        elif any(t is not None for t in norms):
+            raise fail("layer-norm coefficients need the forget gate's")
+        proj, proj_bias = _get(ins, ops.projection), _get(ins, ops.projection_bias)
+        self.projection = proj is not None
+        if proj is None:
+            if proj_bias is not None:
+                raise fail("a projection bias needs projection weights")
+            if self.n_output != n:
+                raise fail(f"without projection the output size ({self.n_output}) must equal the cell size ({n})")
+        else:
+            self._expect(ins, ops.projection, (self.n_output, n), "projection weights")
+            if proj_bias is not None:
+                self._expect(ins, ops.projection_bias, (self.n_output,), "projection bias")
+
+    def _need(self, ins, index: int, what: str) -> TensorInfo:
+        t = _get(ins, index)
+        if t is None:
+            raise self.kernel.fail(f"the {what} (input {index}) is missing")
+        return t
+
+    def _expect(self, ins, index: int, shape: tuple[int, ...], what: str) -> None:
+        t = self._need(ins, index, what)
+        if tuple(t.shape) != shape:
+            raise self.kernel.fail(f"the {what} {t.name!r} (input {index}) has shape {t.shape}, expected {shape}")
+
+    def bias_width(self) -> int:
+        """Width of the stacked gates: 3 or 4 blocks of n_cell."""
+        return (3 if self.cifg else 4) * self.n_cell
+
+    def _weight_indices(self) -> list[int]:
+        o = self.ops
+        return [*o.input_to, *o.recurrent, *o.peephole, *o.bias, o.projection, o.projection_bias, *o.layer_norm, *o.aux]
+
+    def _all_constant(self, ins) -> bool:
+        return all(_get(ins, i) is None or ins[i].value is not None for i in self._weight_indices())
+
+    # -- weights --------------------------------------------------------------------------------
+
+    def stack(self, ins: Sequence) -> LstmWeights:
+        """Stack the gates' operands (arrays, or TensorInfos with values) for BLAS."""
+        value = lambda i: None if _get(ins, i) is None else np.asarray(getattr(ins[i], "value", ins[i]), FLOAT)  # noqa: E731
+        gates = range(1, 4) if self.cifg else range(4)
+        o = self.ops
+        cat = lambda idx: np.concatenate([value(idx[k]) for k in gates], axis=0)  # noqa: E731
+        return LstmWeights(
+            input_to=np.ascontiguousarray(cat(o.input_to).T),
+            aux=np.ascontiguousarray(cat(o.aux).T) if self.use_aux else None,
+            recurrent=cat(o.recurrent) if self.diagonal else np.ascontiguousarray(cat(o.recurrent).T),
+            bias=cat(o.bias),
+            peephole=tuple(value(i) for i in o.peephole),
+            layer_norm=np.stack([value(o.layer_norm[k]) for k in gates]) if self.layer_norm else None,
+            projection=None if value(o.projection) is None else np.ascontiguousarray(value(o.projection).T),
+            projection_bias=value(o.projection_bias),
+        )
+
+    # -- eval -----------------------------------------------------------------------------------
+
+    def run(self, ins: Sequence, x: np.ndarray, aux: np.ndarray | None, out: np.ndarray, columns: slice,
+            reverse: bool, params: "LstmParams", gates: np.ndarray) -> None:
+        """Run the whole sequence. ``x``, ``aux`` and ``out`` are [time, batch, ...] views;
+        ``columns`` is where this direction writes in ``out``'s last axis; ``gates`` is scratch
+        of [time, batch, G * n_cell]."""
+        w = self.weights if self.weights is not None else self.stack(ins)
+        h = ins[self.ops.output_state].reshape(-1, self.n_output)
+        c = ins[self.ops.cell_state].reshape(-1, self.n_cell)
+        steps, batch = x.shape[0], x.shape[1]
+        if steps == 0 or batch == 0:
+            return
+        flat = gates.reshape(steps * batch, -1)
+        np.matmul(x.reshape(steps * batch, -1), w.input_to, out=flat)
+        if w.aux is not None:
+            flat += aux.reshape(steps * batch, -1) @ w.aux
+        if w.layer_norm is None:
+            flat += w.bias  # with layer norm the bias comes after the normalisation
+        with np.errstate(over="ignore"):
+            for t in (range(steps - 1, -1, -1) if reverse else range(steps)):
+                g = gates[t]
+                if self.diagonal:
+                    g += np.tile(h, (1, g.shape[1] // h.shape[1])) * w.recurrent
+                else:
+                    g += h @ w.recurrent
+                out[t, :, columns] = self.step(g, h, c, w, params)
+
+    def step(self, g: np.ndarray, h: np.ndarray, c: np.ndarray, w: LstmWeights, params: "LstmParams") -> np.ndarray:
+        """One time step on the gates' pre-activations ``g`` [batch, G * n_cell] (input and
+        recurrent terms summed); updates ``h`` and ``c`` in place and returns ``h``."""
+        n, first = self.n_cell, 0 if self.cifg else 1  # first: the forget gate's block
+        blocks = g.reshape(g.shape[0], -1, n)  # [batch, G, n_cell]
+        peep_i, peep_f, peep_o = w.peephole
+        if peep_f is not None:
+            if not self.cifg:
+                blocks[:, 0] += peep_i * c
+            blocks[:, first] += peep_f * c
+        if w.layer_norm is not None:  # i, f and g now; o once the peephole saw the new c
+            _layer_norm(blocks[:, : first + 2], w.layer_norm[: first + 2], w.bias.reshape(-1, n)[: first + 2])
+        _sigmoid(blocks[:, : first + 1])
+        forget, cell = blocks[:, first], blocks[:, first + 1]
+        _activate(params.activation, cell, cell)
+        c *= forget
+        if self.cifg:
+            np.subtract(1, forget, out=forget)
+            c += cell * forget
+        else:
+            c += cell * blocks[:, 0]
+        _clip(c, params.cell_clip)
+        output = blocks[:, first + 2]
+        if peep_o is not None:
+            output += peep_o * c
+        if w.layer_norm is not None:
+            _layer_norm(output[:, None], w.layer_norm[first + 2 :], w.bias.reshape(-1, n)[first + 2 :])
+        _sigmoid(output)
+        _activate(params.activation, c, cell)  # NONE leaves the cell gate there, as in LiteRT
+        output *= cell
+        if w.projection is None:
+            h[...] = output
+        else:
+            np.matmul(output, w.projection, out=h)
+            if w.projection_bias is not None:
+                h += w.projection_bias
+            _clip(h, params.proj_clip)
+        return h
+
+
+def _layer_norm(v: np.ndarray, coefficients: np.ndarray, bias: np.ndarray) -> None:
+    """In place over the last axis of ``v`` [batch, gates, n_cell]: LiteRT's
+    MeanStddevNormalization, then the coefficients, then the bias."""
+    mean = v.mean(axis=-1, keepdims=True)
+    v -= mean
+    variance = np.mean(v * v, axis=-1, keepdims=True)
+    v /= np.sqrt(variance + LN_EPSILON)
+    v *= coefficients
+    v += bias
+
+
+@dataclass(frozen=True)
+class LstmParams:
+    activation: int
+    cell_clip: float
+    proj_clip: float
+
+
+def _lstm_params(kernel: Kernel) -> LstmParams:
+    o = kernel.options
+    if o is None:
+        raise kernel.fail("missing options")
+    code = _check_activation(kernel, o.fused_activation_function)
+    cell_clip, proj_clip = float(o.cell_clip), float(o.proj_clip)
+    if cell_clip < 0 or proj_clip < 0:  # LiteRT's Prepare checks these
+        raise kernel.fail(f"cell_clip ({cell_clip}) and proj_clip ({proj_clip}) must not be negative")
+    return LstmParams(code, np.float32(cell_clip), np.float32(proj_clip))
+
+
+@register("UNIDIRECTIONAL_SEQUENCE_LSTM")
+class UnidirectionalSequenceLstm(Kernel):
+    """An LSTM over a sequence [batch, time, input] (or [time, batch, input] when time_major):
+    20 inputs (24 with layer-norm coefficients), one output [.., n_output]."""
+
+    foldable = False  # updates its state tensors
+
+    def prepare(self, ins):
+        self.expect_inputs(ins, 20, 24)
+        if len(ins) not in (20, 24):
+            raise self.fail(f"expects 20 or 24 inputs, got {len(ins)}")
+        _check_float(self, ins)
+        self.params = _lstm_params(self)
+        self.time_major = bool(self.options.time_major)
+        diagonal = bool(getattr(self.options, "diagonal_recurrent_tensors", False))
+        self.lstm = LstmDirection(self, _lstm_operands(1, 18, 20 if len(ins) == 24 else -1), diagonal)
+        steps, batch, n_input = _sequence_dims(self, ins[0], self.time_major)
+        self.lstm.prepare(ins, n_input, batch, None)
+        self.gates = scratch((steps, batch, self.lstm.bias_width()), FLOAT)
+        return [Spec(_sequence_shape(steps, batch, self.lstm.n_output, self.time_major), FLOAT)]
+
+    def eval(self, ins, outs):
+        x = _time_major(ins[0], self.time_major)
+        out = _time_major(outs[0], self.time_major)
+        self.lstm.run(ins, x, None, out, slice(None), False, self.params, self.gates)
+
+
+@register("LSTM")
+class Lstm(Kernel):
+    """One LSTM step (the full kernel): input [batch, input] -> output [batch, n_output],
+    states updated in place. The basic kernel (kernel_type 1) is not implemented."""
+
+    foldable = False
+
+    def prepare(self, ins):
+        self.expect_inputs(ins, 20, 24)
+        if len(ins) not in (20, 24):
+            raise self.fail(f"expects 20 or 24 inputs, got {len(ins)}")
+        if self.options is not None and self.options.kernel_type != 0:
+            raise self.fail(f"LSTM kernel type {self.options.kernel_type} (BASIC) is not supported; only FULL")
+        _check_float(self, ins)
+        self.params = _lstm_params(self)
+        x = ins[0]
+        if x.ndim != 2:
+            raise self.fail(f"input {x.name!r} must have rank 2, got shape {x.shape}")
+        self.lstm = LstmDirection(self, _lstm_operands(1, 18, 20 if len(ins) == 24 else -1))
+        batch = int(x.shape[0])
+        self.lstm.prepare(ins, int(x.shape[1]), batch, None)
+        self.gates = scratch((1, batch, self.lstm.bias_width()), FLOAT)
+        return [Spec((batch, self.lstm.n_output), FLOAT)]
+
+    def eval(self, ins, outs):
+        self.lstm.run(ins, ins[0][None], None, outs[0][None], slice(None), False, self.params, self.gates)
+
+
+@register("BIDIRECTIONAL_SEQUENCE_LSTM")
+class BidirectionalSequenceLstm(Kernel):
+    """Two LSTMs over one sequence, the backward one from the last step to the first: 48
+    inputs (forward weights 1-17, backward 18-34, states 35-38, aux input 39 and its weights
+    40-47), outputs forward and backward, or one concatenated under merge_outputs.
+
+    An aux input with aux weights feeds both directions besides the input; an aux input
+    without aux weights is the backward direction's own input (LiteRT's "non-stacking" mode).
+    """
+
+    foldable = False
+
+    def prepare(self, ins):
+        self.expect_inputs(ins, 48)
+        _check_float(self, ins)
+        self.params = _lstm_params(self)
+        o = self.options
+        self.time_major, self.merge = bool(o.time_major), bool(o.merge_outputs)
+        if len(self.node.outputs) != (1 if self.merge else 2):
+            raise self.fail(f"expects {1 if self.merge else 2} outputs (merge_outputs={self.merge}), got {len(self.node.outputs)}")
+        aux = ins[39]
+        has_aux_weights = any(ins[i] is not None for i in range(40, 48))
+        self.bw_from_aux = aux is not None and not has_aux_weights
+        self.fw = LstmDirection(self, _lstm_operands(1, 35, aux=40))
+        self.bw = LstmDirection(self, _lstm_operands(18, 37, aux=44))
+        steps, batch, n_input = _sequence_dims(self, ins[0], self.time_major)
+        n_aux = None
+        if aux is not None:
+            a_steps, a_batch, n_aux = _sequence_dims(self, aux, self.time_major)
+            if (a_steps, a_batch) != (steps, batch):
+                raise self.fail(f"aux input {aux.name!r} of shape {aux.shape} does not match the input's {ins[0].shape}")
+        _check_backward_input(self, aux, n_input, self.bw_from_aux)
+        self.fw.prepare(ins, n_input, batch, None if self.bw_from_aux else n_aux)
+        self.bw.prepare(ins, n_input, batch, None if self.bw_from_aux else n_aux)
+        if (self.bw.n_cell, self.bw.n_output) != (self.fw.n_cell, self.fw.n_output):
+            # LiteRT checks the backward weights against the forward sizes.
+            raise self.fail(
+                f"the backward LSTM has {self.bw.n_cell} cells and {self.bw.n_output} outputs, the forward one"
+                f" {self.fw.n_cell} and {self.fw.n_output}: LiteRT requires them equal"
+            )
+        self.fw_gates = scratch((steps, batch, self.fw.bias_width()), FLOAT)
+        self.bw_gates = scratch((steps, batch, self.bw.bias_width()), FLOAT)
+        fw_n, bw_n = self.fw.n_output, self.bw.n_output
+        if self.merge:
+            return [Spec(_sequence_shape(steps, batch, fw_n + bw_n, self.time_major), FLOAT)]
+        return [Spec(_sequence_shape(steps, batch, fw_n, self.time_major), FLOAT),
+                Spec(_sequence_shape(steps, batch, bw_n, self.time_major), FLOAT)]
+
+    def eval(self, ins, outs):
+        tm = lambda a: None if a is None else _time_major(a, self.time_major)  # noqa: E731
+        x, aux = tm(ins[0]), tm(ins[39])
+        fw_out = tm(outs[0])
+        bw_out = fw_out if self.merge else tm(outs[1])
+        bw_x, shared_aux = (aux, None) if self.bw_from_aux else (x, aux)
+        fw_n = self.fw.n_output
+        self.fw.run(ins, x, shared_aux, fw_out, slice(0, fw_n), False, self.params, self.fw_gates)
+        bw_cols = slice(fw_n, None) if self.merge else slice(None)
+        self.bw.run(ins, bw_x, shared_aux, bw_out, bw_cols, True, self.params, self.bw_gates)
+
+
+# ----------------------------------------------------------------------------- RNN
+
+
+class RnnDirection:
+    """One basic RNN direction, ``h = act(W x + W_aux aux + W_h h + b)``: weights [units,
+    input], recurrent weights [units, units], bias [units], hidden state [batch, units]."""
+
+    def __init__(self, kernel: Kernel, weights: int, recurrent: int, bias: int, state: int, aux: int = -1) -> None:
+        self.kernel, self.indices = kernel, (weights, recurrent, bias, state, aux)
+
+    def prepare(self, ins, n_input: int, batch: int, n_aux: int | None) -> None:
+        weights, recurrent, bias, state, aux = self.indices
+        fail = self.kernel.fail
+        w = _get(ins, weights)
+        if w is None or w.ndim != 2:
+            raise fail(f"the weights (input {weights}) must have rank 2")
+        self.units = int(w.shape[0])
+        expect = {weights: (self.units, n_input), recurrent: (self.units, self.units), bias: (self.units,)}
+        self.use_aux = n_aux is not None and _get(ins, aux) is not None
+        if self.use_aux:
+            expect[aux] = (self.units, n_aux)
+        for index, shape in expect.items():
+            t = _get(ins, index)
+            if t is None or tuple(t.shape) != shape:
+                got = "missing" if t is None else f"shape {t.shape}"
+                raise fail(f"input {index} must have shape {shape}, got {got}")
+        _check_state(self.kernel, ins, state, batch * self.units, "hidden state")
+        used = [weights, recurrent, bias] + ([aux] if self.use_aux else [])
+        self.stacked = self.stack(ins) if all(ins[i].value is not None for i in used) else None
+
+    def stack(self, ins) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+        value = lambda i: np.asarray(getattr(ins[i], "value", ins[i]), FLOAT)  # noqa: E731
+        weights, recurrent, bias, _, aux = self.indices
+        return (np.ascontiguousarray(value(weights).T), np.ascontiguousarray(value(recurrent).T), value(bias),
+                np.ascontiguousarray(value(aux).T) if self.use_aux else None)
+
+    def run(self, ins, x: np.ndarray, aux: np.ndarray | None, out: np.ndarray, columns: slice, reverse: bool,
+            activation: int, pre: np.ndarray) -> None:
+        """``x``, ``aux``, ``out`` are [time, batch, ...] views; ``pre`` is [time, batch, units]
+        scratch for the input projections."""
+        w, w_h, b, w_aux = self.stacked if self.stacked is not None else self.stack(ins)
+        h = ins[self.indices[3]].reshape(-1, self.units)
+        steps, batch = x.shape[0], x.shape[1]
+        if steps == 0 or batch == 0:
+            return
+        flat = pre.reshape(steps * batch, -1)
+        np.matmul(x.reshape(steps * batch, -1), w, out=flat)
+        flat += b
+        if w_aux is not None:
+            flat += aux.reshape(steps * batch, -1) @ w_aux
+        for t in (range(steps - 1, -1, -1) if reverse else range(steps)):
+            g = pre[t]
+            g += h @ w_h
+            _activate(activation, g, g)
+            h[...] = g
+            out[t, :, columns] = g
+
+
+def _rnn_activation(kernel: Kernel) -> int:
+    if kernel.options is None:
+        raise kernel.fail("missing options")
+    return _check_activation(kernel, kernel.options.fused_activation_function)
+
+
+@register("RNN")
+class Rnn(Kernel):
+    """One step of a basic RNN: input [batch, input], weights, recurrent weights, bias, hidden
+    state (a variable tensor) -> output [batch, units]."""
+
+    foldable = False
+
+    def prepare(self, ins):
+        self.expect_inputs(ins, 5)
+        _check_float(self, ins)
+        self.activation = _rnn_activation(self)
+        x = ins[0]
+        if x.ndim != 2:
+            raise self.fail(f"input {x.name!r} must have rank 2, got shape {x.shape}")
+        self.rnn = RnnDirection(self, 1, 2, 3, 4)
+        self.rnn.prepare(ins, int(x.shape[1]), int(x.shape[0]), None)
+        self.pre = scratch((1, x.shape[0], self.rnn.units), FLOAT)
+        return [Spec((int(x.shape[0]), self.rnn.units), FLOAT)]
+
+    def eval(self, ins, outs):
+        self.rnn.run(ins, ins[0][None], None, outs[0][None], slice(None), False, self.activation, self.pre)
+
+
+@register("UNIDIRECTIONAL_SEQUENCE_RNN")
+class UnidirectionalSequenceRnn(Kernel):
+    """A basic RNN over a sequence [batch, time, input] (time-major: [time, batch, input])."""
+
+    foldable = False
+
+    def prepare(self, ins):
+        self.expect_inputs(ins, 5)
+        _check_float(self, ins)
+        self.activation = _rnn_activation(self)
+        self.time_major = bool(self.options.time_major)
+        steps, batch, n_input = _sequence_dims(self, ins[0], self.time_major)
+        self.rnn = RnnDirection(self, 1, 2, 3, 4)
+        self.rnn.prepare(ins, n_input, batch, None)
+        self.pre = scratch((steps, batch, self.rnn.units), FLOAT)
+        return [Spec(_sequence_shape(steps, batch, self.rnn.units, self.time_major), FLOAT)]
+
+    def eval(self, ins, outs):
+        x, out = _time_major(ins[0], self.time_major), _time_major(outs[0], self.time_major)
+        self.rnn.run(ins, x, None, out, slice(None), False, self.activation, self.pre)
+
+
+@register("BIDIRECTIONAL_SEQUENCE_RNN")
+class BidirectionalSequenceRnn(Kernel):
+    """Two basic RNNs over one sequence, the backward one reversed in time: 12 inputs (input;
+    forward weights, recurrent weights, bias, hidden state; the same backward; aux input and
+    its forward and backward weights), outputs forward and backward, or one under
+    merge_outputs. The aux input behaves as in BIDIRECTIONAL_SEQUENCE_LSTM."""
+
+    foldable = False
+
+    def prepare(self, ins):
+        self.expect_inputs(ins, 12)
+        _check_float(self, ins)
+        self.activation = _rnn_activation(self)
+        self.time_major, self.merge = bool(self.options.time_major), bool(self.options.merge_outputs)
+        if len(self.node.outputs) != (1 if self.merge else 2):
+            raise self.fail(f"expects {1 if self.merge else 2} outputs (merge_outputs={self.merge}), got {len(self.node.outputs)}")
+        steps, batch, n_input = _sequence_dims(self, ins[0], self.time_major)
+        aux = ins[9]
+        self.bw_from_aux = aux is not None and ins[10] is None and ins[11] is None
+        n_aux = None
+        if aux is not None:
+            a_steps, a_batch, n_aux = _sequence_dims(self, aux, self.time_major)
+            if (a_steps, a_batch) != (steps, batch):
+                raise self.fail(f"aux input {aux.name!r} of shape {aux.shape} does not match the input's {ins[0].shape}")
+        self.fw = RnnDirection(self, 1, 2, 3, 4, aux=10)
+        self.bw = RnnDirection(self, 5, 6, 7, 8, aux=11)
+        _check_backward_input(self, aux, n_input, self.bw_from_aux)
+        self.fw.prepare(ins, n_input, batch, None if self.bw_from_aux else n_aux)
+        self.bw.prepare(ins, n_input, batch, None if self.bw_from_aux else n_aux)
+        self.fw_pre = scratch((steps, batch, self.fw.units), FLOAT)
+        self.bw_pre = scratch((steps, batch, self.bw.units), FLOAT)
+        fw_n, bw_n = self.fw.units, self.bw.units
+        if self.merge:
+            return [Spec(_sequence_shape(steps, batch, fw_n + bw_n, self.time_major), FLOAT)]
+        return [Spec(_sequence_shape(steps, batch, fw_n, self.time_major), FLOAT),
+                Spec(_sequence_shape(steps, batch, bw_n, self.time_major), FLOAT)]
+
+    def eval(self, ins, outs):
+        tm = lambda a: None if a is None else _time_major(a, self.time_major)  # noqa: E731
+        x, aux = tm(ins[0]), tm(ins[9])
+        fw_out = tm(outs[0])
+        bw_out = fw_out if self.merge else tm(outs[1])
+        bw_x, shared_aux = (aux, None) if self.bw_from_aux else (x, aux)
+        self.fw.run(ins, x, shared_aux, fw_out, slice(0, self.fw.units), False, self.activation, self.fw_pre)
+        bw_cols = slice(self.fw.units, None) if self.merge else slice(None)
+        self.bw.run(ins, bw_x, shared_aux, bw_out, bw_cols, True, self.activation, self.bw_pre)
+
