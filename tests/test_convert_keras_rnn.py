@@ -44,7 +44,12 @@ def keras_model(name: str, batch_size: int | None) -> tf.keras.Model:
 
 @functools.cache
 def numlite_model(name: str, batch_size: int | None) -> bytes:
-    return numlite.TFLiteConverter.from_keras_model(keras_model(name, batch_size)).convert()
+    """The model traced as a plain function: from_keras_model would fuse the layers
+    (tests/test_convert_keras3_rnn.py), these tests are about their loops."""
+    model = keras_model(name, batch_size)
+    spec = tf.TensorSpec((batch_size, STEPS, FEATURES), tf.float32)
+    call = tf.function(lambda x: model(x, training=False), input_signature=[spec], autograph=False)
+    return numlite.TFLiteConverter.from_concrete_functions([call.get_concrete_function()], model).convert()
 
 
 def assert_matches_keras(name: str, batch_size: int | None, batch: int) -> None:

@@ -53,6 +53,7 @@ class ConversionReport:
     variables: list[str] = field(default_factory=list)
     signatures: list[str] = field(default_factory=list)
     fusions: dict[str, int] = field(default_factory=dict)  # composite fusions applied, by name
+    layers: list[str] = field(default_factory=list)  # Keras recurrent layers: fused, or why not
 
     @property
     def operators(self) -> int:
@@ -71,6 +72,7 @@ class ConversionReport:
                          f"{len(self.variables)} kept as variables{': ' + ', '.join(self.variables) if self.variables else ''}")
         if self.fusions:
             lines.append("fusions: " + ", ".join(f"{name} x{n}" for name, n in sorted(self.fusions.items())))
+        lines.extend(f"layer {line}" for line in self.layers)
         return "\n".join(lines)
 
 
@@ -84,6 +86,7 @@ class TFLiteConverter:
         self._functions = list(functions)
         self._trackable = trackable_obj  # keeps variables alive while converting
         self.report: ConversionReport | None = None
+        self._layer_lines: list[str] = []  # from_keras_model: how each recurrent layer converts
 
     # -- constructors --------------------------------------------------------------------------
 
@@ -131,14 +134,22 @@ class TFLiteConverter:
 
     @classmethod
     def from_keras_model(cls, model: Any) -> TFLiteConverter:
-        """A Keras model called with ``training=False`` on its inputs (batch dimension dynamic)."""
+        """A Keras model called with ``training=False`` on its inputs (batch dimension dynamic).
+        Its Keras 3 LSTM, SimpleRNN and Bidirectional(LSTM) layers become TFLite's fused
+        recurrent ops where the math is the same (:mod:`numlite.converter.keras_rnn`); the
+        report lists each recurrent layer, fused or why not."""
+        from numlite.converter.keras_rnn import route_rnn_layers
+
         specs = [tf.TensorSpec(tuple(t.shape), t.dtype, name=_input_name(t, i)) for i, t in enumerate(model.inputs)]
 
         def call(*args):
             return model(list(args) if len(args) > 1 else args[0], training=False)
 
-        concrete = tf.function(call, input_signature=specs, autograph=False).get_concrete_function()
-        return cls([("serving_default", concrete)], model)
+        with route_rnn_layers(model) as layer_lines:
+            concrete = tf.function(call, input_signature=specs, autograph=False).get_concrete_function()
+        converter = cls([("serving_default", concrete)], model)
+        converter._layer_lines = layer_lines
+        return converter
 
     # -- conversion ----------------------------------------------------------------------------
 
@@ -198,6 +209,7 @@ class TFLiteConverter:
             variables=sorted(lowering.variables),
             signatures=[s.key for s in signatures],
             fusions=dict(fused),
+            layers=list(self._layer_lines),
         )
         return model, report
 
