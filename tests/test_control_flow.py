@@ -770,3 +770,28 @@ def test_while_cond_must_return_a_bool():
         it = numlite.Interpreter(model_content=_edited(_while_model(), edit))
         it.allocate_tensors()
     assert "subgraph" in str(info.value), str(info.value)
+
+
+def test_while_body_with_run_time_shaped_nodes_reused_interpreter():
+    """A loop whose variables keep their shapes but whose body sizes some outputs at run time
+    (the official converter's Keras LSTM: SLICE and CONCATENATION of the output list). The first
+    invoke runs the loop on copies; later ones, with the body prepared, swap buffers, and the
+    list the body builds must still reach the next iteration (it once came back as zeros every
+    other invoke)."""
+    import keras
+
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((5, 3), batch_size=2)
+    model = keras.Model(inputs, keras.layers.LSTM(4)(keras.layers.LSTM(6, return_sequences=True)(inputs)))
+    rng = np.random.default_rng(0)
+    model.set_weights([rng.uniform(-0.6, 0.6, w.shape).astype(np.float32) for w in model.get_weights()])
+    tflite = tf.lite.TFLiteConverter.from_keras_model(model).convert()
+    assert [read_model(tflite).op_name(op) for _, _, op in read_model(tflite).iter_operators()].count("WHILE") == 2
+    x = rng.uniform(-1, 1, (2, 5, 3)).astype(np.float32)
+    expected = np.asarray(model(x))
+    for interpreter in (numlite.Interpreter(model_content=tflite), litert_interpreter(tflite)):
+        interpreter.allocate_tensors()
+        interpreter.set_tensor(interpreter.get_input_details()[0]["index"], x)
+        for _ in range(3):
+            interpreter.invoke()
+            assert_close(interpreter.get_tensor(interpreter.get_output_details()[0]["index"]), expected)

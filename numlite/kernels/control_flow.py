@@ -215,6 +215,8 @@ class While(SubgraphCall):
             body.invoke()
             for k in self.copied:
                 self.copy(spare[k], body.arrays[body_outputs[k]])
+            for k in self.buffered:  # a node that sizes its output at run time wrote elsewhere
+                self.copy(spare[k], body.arrays[body_outputs[k]])
             state, spare = spare, state
         for out, final in zip(outs, state):
             self.copy(out, final)  # the loop ended on the scratch set: one copy out
