@@ -24,7 +24,7 @@ import numpy as np
 from numlite.converter.builder import options_for
 from numlite.kernels import KERNELS
 from numlite.model import schema
-from numlite.model.ir import Buffer, Model, Operator, OperatorCode, Options, Subgraph, Tensor
+from numlite.model.ir import Buffer, Model, Operator, OperatorCode, Subgraph, Tensor
 
 if TYPE_CHECKING:
     from numlite.converter.lowering import ProgramLowering

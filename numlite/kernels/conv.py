@@ -26,6 +26,7 @@ from numpy.lib.stride_tricks import as_strided
 from numlite.errors import PrepareError
 from numlite.kernels import hybrid
 from numlite.kernels.base import Kernel, Spec, TensorInfo, fused_activation, register, scratch
+from numlite.kernels.operands import input_weights_bias, transpose_conv_operands
 
 SAME, VALID = 0, 1
 
@@ -51,6 +52,45 @@ def window_geometry(padding: int, size: int, filter_size: int, stride: int, dila
         out = max((size + stride - effective) // stride, 0)
     total = max((out - 1) * stride + effective - size, 0)
     return out, total // 2, total - total // 2
+
+
+def output_window(
+    padding: int,
+    in_hw: tuple[int, int],
+    filter_hw: tuple[int, int],
+    strides: tuple[int, int],
+    dilations: tuple[int, int] = (1, 1),
+) -> tuple[tuple[int, int], tuple[int, int, int, int]]:
+    """``((oh, ow), (top, bottom, left, right))`` of a 2-D window sliding over ``in_hw``."""
+    oh, top, bottom = window_geometry(padding, in_hw[0], filter_hw[0], strides[0], dilations[0])
+    ow, left, right = window_geometry(padding, in_hw[1], filter_hw[1], strides[1], dilations[1])
+    return (oh, ow), (top, bottom, left, right)
+
+
+def filter_taps(kh: int, kw: int) -> list[tuple[int, int]]:
+    """Every ``(ky, kx)`` of a ``kh x kw`` window, row by row."""
+    return [(ky, kx) for ky in range(kh) for kx in range(kw)]
+
+
+def grouped_im2col(src: np.ndarray, window: tuple[int, ...], steps: tuple[int, int, int, int], groups: int) -> np.ndarray:
+    """A read-only strided view ``[g, n, oh, ow, kh, kw, c/g]`` of the padded input ``src``:
+    the im2col rows of each group; ``window`` is ``(n, oh, ow, kh, kw, c)``, ``steps``
+    ``(stride_h, stride_w, dilation_h, dilation_w)``."""
+    n, oh, ow, kh, kw, c = window
+    sh, sw, dh, dw = steps
+    s0, s1, s2, s3 = src.strides
+    view = as_strided(src, (n, oh, ow, kh, kw, c), (s0, s1 * sh, s2 * sw, s1 * dh, s2 * dw, s3), writeable=False)
+    return view.reshape(n, oh, ow, kh, kw, groups, c // groups).transpose(5, 0, 1, 2, 3, 4, 6)
+
+
+def grouped_weight_matrix(f: np.ndarray, groups: int, depth: int) -> np.ndarray:
+    """CONV_2D filters ``[out_c, kh, kw, in_c/g]`` as ``[g, depth, out_c/g]`` matmul operands."""
+    return np.ascontiguousarray(f.reshape(groups, f.shape[0] // groups, depth).transpose(0, 2, 1))
+
+
+def transpose_conv_weight_matrix(wts: np.ndarray) -> np.ndarray:
+    """TRANSPOSE_CONV weights ``[out_c, kh, kw, in_c]`` as ``[in_c, kh * kw * out_c]``."""
+    return np.ascontiguousarray(wts.transpose(3, 1, 2, 0).reshape(wts.shape[3], -1))
 
 
 class PaddedInput:
@@ -173,6 +213,98 @@ def _spatial_options(kernel: Kernel, dilated: bool = True) -> tuple[tuple[int, i
     return strides, dilations
 
 
+def conv_window(
+    kernel: Kernel, in_hw: tuple[int, int], filter_hw: tuple[int, int]
+) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int], tuple[int, int, int, int]]:
+    """``(strides, dilations, (oh, ow), (top, bottom, left, right))`` from a convolution's options."""
+    strides, dilations = _spatial_options(kernel)
+    out_hw, pads = output_window(kernel.options.padding, in_hw, filter_hw, strides, dilations)
+    return strides, dilations, out_hw, pads
+
+
+def conv_groups(kernel: Kernel, x: TensorInfo, f: TensorInfo, bias: TensorInfo | None) -> int:
+    """Checks CONV_2D shapes (input and filter of rank 4, channels, bias); the number of groups."""
+    _expect_rank(kernel, x, 4, "input")
+    _expect_rank(kernel, f, 4, "filter")
+    c = x.shape[3]
+    out_c, group_c = f.shape[0], f.shape[3]
+    if group_c <= 0 or c % group_c:
+        raise kernel.fail(f"input channels {c} are not a multiple of the filter's {group_c}")
+    groups = c // group_c
+    if out_c % groups:
+        raise kernel.fail(f"{out_c} output channels cannot be split into {groups} groups")
+    if bias is not None and bias.size != out_c:
+        raise kernel.fail(f"bias has {bias.size} elements, expected {out_c}")
+    return groups
+
+
+def depthwise_multiplier(kernel: Kernel, x: TensorInfo, f: TensorInfo, bias: TensorInfo | None) -> int:
+    """Checks DEPTHWISE_CONV_2D shapes and the depth_multiplier option; the multiplier."""
+    _expect_rank(kernel, x, 4, "input")
+    _expect_rank(kernel, f, 4, "filter")
+    c = x.shape[3]
+    one, out_c = f.shape[0], f.shape[3]
+    if one != 1:
+        raise kernel.fail(f"filter must have shape [1, kh, kw, channels], got {f.shape}")
+    if c == 0 or out_c % c:
+        raise kernel.fail(f"filter channels {out_c} are not a multiple of input channels {c}")
+    if bias is not None and (bias.ndim != 1 or bias.shape[0] != out_c):
+        raise kernel.fail(f"bias must have shape ({out_c},), got {bias.shape}")
+    option = int(kernel.options.depth_multiplier) if kernel.options is not None else 0
+    if option > 0 and option * c != out_c:
+        raise kernel.fail(f"depth_multiplier option {option} disagrees with {c} input and {out_c} filter channels")
+    return out_c // c
+
+
+def expect_output_shape_vector(kernel: Kernel, shape_t: TensorInfo) -> None:
+    """TRANSPOSE_CONV's first input: the output shape as int32 ``[4]``."""
+    if shape_t.dtype != np.int32:
+        raise kernel.fail(f"output shape must be int32, got {shape_t.dtype.name}")
+    if shape_t.ndim != 1 or shape_t.size != 4:
+        raise kernel.fail(f"output shape must be a 1-D tensor of 4 elements, got shape {shape_t.shape}")
+
+
+def transpose_conv_shapes(
+    kernel: Kernel, x: TensorInfo, wts: TensorInfo, bias: TensorInfo | None
+) -> tuple[tuple[int, int], tuple[int, int]]:
+    """Checks TRANSPOSE_CONV's input, weights and bias shapes; ``((h, w), (kh, kw))``."""
+    _expect_rank(kernel, x, 4, "input")
+    _expect_rank(kernel, wts, 4, "weights")
+    _, h, w, c = x.shape
+    out_c, kh, kw, in_c = wts.shape
+    if in_c != c:
+        raise kernel.fail(f"weights have {in_c} input channels, the input has {c}")
+    if bias is not None and bias.size != out_c:
+        raise kernel.fail(f"bias has {bias.size} elements, expected {out_c}")
+    return (h, w), (kh, kw)
+
+
+def transpose_conv_output_shape(kernel: Kernel, value: np.ndarray, x: TensorInfo, wts: TensorInfo) -> tuple[int, ...]:
+    """The requested output shape, checked against the input's batch and the weights' channels."""
+    out_shape = tuple(int(d) for d in value)
+    if out_shape[0] != x.shape[0]:
+        raise kernel.fail(f"output batch {out_shape[0]} differs from input batch {x.shape[0]}")
+    if out_shape[3] != wts.shape[0]:
+        raise kernel.fail(f"output shape has {out_shape[3]} channels, the weights {wts.shape[0]}")
+    if min(out_shape) < 0:
+        raise kernel.fail(f"negative output shape {out_shape}")
+    return out_shape
+
+
+def transpose_conv_canvas(
+    padding: int, in_hw: tuple[int, int], filter_hw: tuple[int, int], strides: tuple[int, int], out_hw: tuple[int, int]
+) -> tuple[tuple[int, int], tuple[int, int]]:
+    """``((canvas_h, canvas_w), (top, left))``: a scatter canvas large enough for every
+    contribution and the cropped output, and where the output starts in it. The padding is
+    LiteRT's: computed as if the *output* were the input of a forward convolution."""
+    (h, w), (kh, kw), (oh, ow) = in_hw, filter_hw, out_hw
+    _, top, _ = window_geometry(padding, oh, kh, strides[0])
+    _, left, _ = window_geometry(padding, ow, kw, strides[1])
+    canvas_h = max((h - 1) * strides[0] + kh, top + oh) if h else top + oh
+    canvas_w = max((w - 1) * strides[1] + kw, left + ow) if w else left + ow
+    return (canvas_h, canvas_w), (top, left)
+
+
 def _expect_float(kernel: Kernel, *tensors: TensorInfo | None) -> None:
     for t in tensors:
         if t is not None and t.dtype != np.float32:
@@ -200,25 +332,14 @@ class Conv2D(Kernel):
         if (specs := hybrid.route(self, ins, hybrid.HybridConv2D)) is not None:  # int8 weights, float activations
             return specs
         self.expect_inputs(ins, 2, 3)
-        x, f = ins[0], ins[1]
-        bias = ins[2] if len(ins) == 3 else None
+        x, f, bias = input_weights_bias(ins)
         if bias is None:  # LiteRT: "has_bias was not true"
             raise self.fail("CONV_2D needs a bias input (LiteRT rejects convolutions without one)")
         _expect_float(self, x, f, bias)
-        _expect_rank(self, x, 4, "input")
-        _expect_rank(self, f, 4, "filter")
+        groups = conv_groups(self, x, f, bias)
         n, h, w, c = x.shape
         out_c, kh, kw, group_c = f.shape
-        if group_c <= 0 or c % group_c:
-            raise self.fail(f"input channels {c} are not a multiple of the filter's {group_c}")
-        groups = c // group_c
-        if out_c % groups:
-            raise self.fail(f"{out_c} output channels cannot be split into {groups} groups")
-        if bias.size != out_c:
-            raise self.fail(f"bias has {bias.size} elements, expected {out_c}")
-        strides, dilations = _spatial_options(self)
-        oh, top, bottom = window_geometry(self.options.padding, h, kh, strides[0], dilations[0])
-        ow, left, right = window_geometry(self.options.padding, w, kw, strides[1], dilations[1])
+        strides, dilations, (oh, ow), (top, bottom, left, right) = conv_window(self, (h, w), (kh, kw))
         self.activation = fused_activation(self.options)
 
         self.groups = groups
@@ -237,19 +358,11 @@ class Conv2D(Kernel):
         return [Spec((n, oh, ow, out_c), np.dtype(np.float32))]
 
     def _weight_matrix(self, f: np.ndarray) -> np.ndarray:
-        """``[out_c, kh, kw, in_c/g]`` as ``[depth, out_c]`` (or ``[g, depth, out_c/g]``)."""
-        out_c = f.shape[0]
-        g = self.groups
-        return np.ascontiguousarray(f.reshape(g, out_c // g, self.depth).transpose(0, 2, 1))
+        """``[out_c, kh, kw, in_c/g]`` as ``[g, depth, out_c/g]``."""
+        return grouped_weight_matrix(f, self.groups, self.depth)
 
     def _im2col(self, x: np.ndarray) -> np.ndarray:
-        src = self.padded.fill(x)
-        n, oh, ow, kh, kw, c = self.window
-        sh, sw, dh, dw = self.window_steps
-        s0, s1, s2, s3 = src.strides
-        view = as_strided(src, (n, oh, ow, kh, kw, c), (s0, s1 * sh, s2 * sw, s1 * dh, s2 * dw, s3), writeable=False)
-        g = self.groups
-        np.copyto(self.col_view, view.reshape(n, oh, ow, kh, kw, g, c // g).transpose(5, 0, 1, 2, 3, 4, 6))
+        np.copyto(self.col_view, grouped_im2col(self.padded.fill(x), self.window, self.window_steps, self.groups))
         return self.col
 
     def eval(self, ins, outs):
@@ -297,30 +410,15 @@ class DepthwiseConv2D(Kernel):
         if (specs := hybrid.route(self, ins, hybrid.HybridDepthwiseConv2D)) is not None:  # int8 weights, float activations
             return specs
         self.expect_inputs(ins, 2, 3)
-        x, f = ins[0], ins[1]
-        bias = ins[2] if len(ins) == 3 else None
+        x, f, bias = input_weights_bias(ins)
         _expect_float(self, x, f, bias)
-        _expect_rank(self, x, 4, "input")
-        _expect_rank(self, f, 4, "filter")
+        multiplier = depthwise_multiplier(self, x, f, bias)
         n, h, w, c = x.shape
-        one, kh, kw, out_c = f.shape
-        if one != 1:
-            raise self.fail(f"filter must have shape [1, kh, kw, channels], got {f.shape}")
-        if c == 0 or out_c % c:
-            raise self.fail(f"filter channels {out_c} are not a multiple of input channels {c}")
-        if bias is not None and (bias.ndim != 1 or bias.shape[0] != out_c):
-            raise self.fail(f"bias must have shape ({out_c},), got {bias.shape}")
-        option = int(self.options.depth_multiplier) if self.options is not None else 0
-        if option > 0 and option * c != out_c:
-            raise self.fail(f"depth_multiplier option {option} disagrees with {c} input and {out_c} filter channels")
-        strides, dilations = _spatial_options(self)
-        oh, top, bottom = window_geometry(self.options.padding, h, kh, strides[0], dilations[0])
-        ow, left, right = window_geometry(self.options.padding, w, kw, strides[1], dilations[1])
+        _, kh, kw, out_c = f.shape
+        strides, dilations, (oh, ow), pads = conv_window(self, (h, w), (kh, kw))
         self.activation = fused_activation(self.options)
-        self.source = TapSource(
-            x.shape, (top, bottom, left, right), (oh, ow), strides, dilations, np.dtype(np.float32), repeat=out_c // c
-        )
-        self.taps = [(ky, kx) for ky in range(kh) for kx in range(kw)]
+        self.source = TapSource(x.shape, pads, (oh, ow), strides, dilations, np.dtype(np.float32), repeat=multiplier)
+        self.taps = filter_taps(kh, kw)
         self.product = np.empty(self.source.row_shape, np.float32)  # one tap's products
         self.weights = None if f.value is None else self._tap_weights(f.value, ow)
         self.bias = None if bias is None or bias.value is None else tiled(bias.value, ow)
@@ -334,8 +432,7 @@ class DepthwiseConv2D(Kernel):
     def eval(self, ins, outs):
         if self.hybrid is not None:
             return self.hybrid.eval(ins, outs)
-        x, f = ins[0], ins[1]
-        bias = ins[2] if len(ins) == 3 else None
+        x, f, bias = input_weights_bias(ins)
         out = outs[0]
         if out.size == 0:
             return
@@ -370,58 +467,34 @@ class TransposeConv(Kernel):
 
     def prepare(self, ins: Sequence[TensorInfo | None]) -> list[Spec]:
         self.expect_inputs(ins, 3, 4)
-        shape_t, wts, x = ins[0], ins[1], ins[2]
-        bias = ins[3] if len(ins) == 4 else None
-        if shape_t.dtype != np.int32:
-            raise self.fail(f"output shape must be int32, got {shape_t.dtype.name}")
-        if shape_t.ndim != 1 or shape_t.size != 4:
-            raise self.fail(f"output shape must be a 1-D tensor of 4 elements, got shape {shape_t.shape}")
+        shape_t, wts, x, bias = transpose_conv_operands(ins)
+        expect_output_shape_vector(self, shape_t)
         _expect_float(self, x, wts, bias)
-        _expect_rank(self, x, 4, "input")
-        _expect_rank(self, wts, 4, "weights")
-        n, h, w, c = x.shape
-        out_c, kh, kw, in_c = wts.shape
-        if in_c != c:
-            raise self.fail(f"weights have {in_c} input channels, the input has {c}")
-        if bias is not None and bias.size != out_c:
-            raise self.fail(f"bias has {bias.size} elements, expected {out_c}")
+        (h, w), (kh, kw) = transpose_conv_shapes(self, x, wts, bias)
+        n, out_c = x.shape[0], wts.shape[0]
         strides, _ = _spatial_options(self, dilated=False)
         self.activation = fused_activation(self.options)
         self.weights = None if wts.value is None else self._weight_matrix(wts.value)
         if shape_t.value is None:
             return [Spec(None, np.dtype(np.float32))]  # prepared again with the value at invoke
 
-        out_shape = tuple(int(d) for d in shape_t.value)
-        if out_shape[0] != n:
-            raise self.fail(f"output batch {out_shape[0]} differs from input batch {n}")
-        if out_shape[3] != out_c:
-            raise self.fail(f"output shape has {out_shape[3]} channels, the weights {out_c}")
-        if min(out_shape) < 0:
-            raise self.fail(f"negative output shape {out_shape}")
+        out_shape = transpose_conv_output_shape(self, shape_t.value, x, wts)
         oh, ow = out_shape[1], out_shape[2]
-        _, top, _ = window_geometry(self.options.padding, oh, kh, strides[0])
-        _, left, _ = window_geometry(self.options.padding, ow, kw, strides[1])
+        (canvas_h, canvas_w), (top, left) = transpose_conv_canvas(self.options.padding, (h, w), (kh, kw), strides, (oh, ow))
         self.geometry = ((h, w), strides, (1, 1))
-        self.taps = [(ky, kx) for ky in range(kh) for kx in range(kw)]
+        self.taps = filter_taps(kh, kw)
         self.rows = n * h * w
         self.col = scratch((n, h, w, kh, kw, out_c), np.float32)
-        # Scatter into a canvas large enough for every contribution and the cropped output.
-        canvas_h = max((h - 1) * strides[0] + kh, top + oh) if h else top + oh
-        canvas_w = max((w - 1) * strides[1] + kw, left + ow) if w else left + ow
         self.direct = (top, left, canvas_h, canvas_w) == (0, 0, oh, ow)
         self.canvas = None if self.direct else scratch((n, canvas_h, canvas_w, out_c), np.float32)
         self.crop = (slice(None), slice(top, top + oh), slice(left, left + ow), slice(None))
         self.bias = None if bias is None or bias.value is None else tiled(bias.value, ow)
         return [Spec(out_shape, np.dtype(np.float32))]
 
-    @staticmethod
-    def _weight_matrix(wts: np.ndarray) -> np.ndarray:
-        """``[out_c, kh, kw, in_c]`` as ``[in_c, kh * kw * out_c]``."""
-        return np.ascontiguousarray(wts.transpose(3, 1, 2, 0).reshape(wts.shape[3], -1))
+    _weight_matrix = staticmethod(transpose_conv_weight_matrix)
 
     def eval(self, ins, outs):
-        wts, x = ins[1], ins[2]
-        bias = ins[3] if len(ins) == 4 else None
+        _, wts, x, bias = transpose_conv_operands(ins)
         weights = self.weights if self.weights is not None else self._weight_matrix(wts)
         out = outs[0]
         if out.size == 0:

@@ -24,6 +24,13 @@ import numpy as np
 
 from numlite.kernels.base import Kernel, Spec, TensorInfo, fused_activation, has_scale
 from numlite.kernels.fixed_point import round_half_away
+from numlite.kernels.operands import (
+    adjoint_options,
+    batch_matmul_shape,
+    fully_connected_options,
+    fully_connected_shape,
+    input_weights_bias,
+)
 
 F32 = np.dtype(np.float32)
 WEIGHT_TYPES = (np.dtype(np.int8),)
@@ -117,37 +124,18 @@ class HybridFullyConnected(Kernel):
 
     def prepare(self, ins):
         self.expect_inputs(ins, 2, 3)
-        x, w = ins[0], ins[1]
-        bias = ins[2] if len(ins) == 3 else None
-        opts = self.options
-        if opts is None or opts.weights_format != 0:
-            raise self.fail("hybrid FULLY_CONNECTED needs options with the DEFAULT weights format")
-        if opts.fused_activation_function not in (0, 1, 2, 3):
-            raise self.fail(f"fused activation {opts.fused_activation_function} is not supported by FULLY_CONNECTED")
+        x, w, bias = input_weights_bias(ins)
+        opts = fully_connected_options(self)
         _check_float(self, bias)
-        if w.ndim != 2:
-            raise self.fail(f"weights must have rank 2, got shape {w.shape}")
-        units, depth = w.shape
-        if depth == 0 or x.size % depth:
-            raise self.fail(f"input of shape {x.shape} is not a whole number of rows of {depth}")
-        if bias is not None and bias.size != units:
-            raise self.fail(f"bias has {bias.size} elements, expected {units}")
-        if opts.keep_num_dims:
-            if x.shape[-1] != depth:
-                raise self.fail(f"keep_num_dims needs the input's last dimension to be {depth}, got shape {x.shape}")
-            out_shape = tuple(x.shape[:-1]) + (units,)
-        else:
-            out_shape = (x.size // depth, units)
-        self.depth = depth
-        self.w_scale = _weight_scales(self, w, units)
+        self.depth, out_shape = fully_connected_shape(self, x, w, bias, whole_rows=True)
+        self.w_scale = _weight_scales(self, w, w.shape[0])
         self.quantize = asymmetric_quantize if opts.asymmetric_quantize_inputs else symmetric_quantize
         self.activation = fused_activation(opts)
         self.weights = None if w.value is None else np.ascontiguousarray(_signed(w.value).T)
         return [Spec(out_shape, F32)]
 
     def eval(self, ins, outs):
-        x, w = ins[0], ins[1]
-        bias = ins[2] if len(ins) == 3 else None
+        x, w, bias = input_weights_bias(ins)
         out = outs[0]
         if out.size == 0:
             return
@@ -177,28 +165,15 @@ class HybridBatchMatMul(Kernel):
         self.expect_inputs(ins, 2)
         lhs, rhs = ins
         opts = self.options
-        self.adj_x = bool(opts.adj_x) if opts is not None else False
-        self.adj_y = bool(opts.adj_y) if opts is not None else False
+        self.adj_x, self.adj_y = adjoint_options(self)
         if self.adj_x:
             raise self.fail("a hybrid BATCH_MATMUL cannot transpose its float operand (adj_x)")
-        for t in (lhs, rhs):
-            if not 2 <= t.ndim <= 5:
-                raise self.fail(f"inputs must have rank 2 to 5, got shape {t.shape}")
-        rank = max(lhs.ndim, rhs.ndim)
-        a = (1,) * (rank - lhs.ndim) + tuple(lhs.shape)
-        b = (1,) * (rank - rhs.ndim) + tuple(rhs.shape)
-        try:
-            batch = np.broadcast_shapes(a[:-2], b[:-2])
-        except ValueError:
-            raise self.fail(f"batch dimensions of {lhs.shape} and {rhs.shape} do not broadcast") from None
-        inner_b, cols = (b[-1], b[-2]) if self.adj_y else (b[-2], b[-1])
-        if a[-1] != inner_b:
-            raise self.fail(f"cannot multiply {lhs.shape} by {rhs.shape} (adj_y={self.adj_y})")
+        shape = batch_matmul_shape(self, lhs, rhs, False, self.adj_y)
         self.w_scale = _weight_scales(self, rhs, 1)
         if len(self.w_scale) != 1:
             raise self.fail("a hybrid BATCH_MATMUL needs a per-tensor rhs scale")
         self.quantize = asymmetric_quantize if opts is not None and opts.asymmetric_quantize_inputs else symmetric_quantize
-        return [Spec(tuple(int(d) for d in batch) + (a[-2], cols), F32)]
+        return [Spec(shape, F32)]
 
     def eval(self, ins, outs):
         lhs, rhs = ins
@@ -223,13 +198,18 @@ class _HybridConvBase(Kernel):
     """Shared by the hybrid convolutions: quantize each batch item, run the exact integer
     accumulation of the op's integer kernel on the centered values, scale in float32."""
 
-    integer: type  # the integer kernel class whose geometry and accumulation are reused
+    integer_name: str  # the integer kernel class (in quantized_conv) whose geometry and accumulation are reused
     channel_axis: int  # of the filter
+
+    @property
+    def integer(self) -> type:
+        from numlite.kernels import quantized_conv  # imported late: quantized_conv imports conv, which imports this
+
+        return getattr(quantized_conv, self.integer_name)
 
     def prepare(self, ins):
         self.expect_inputs(ins, 2, 3)
-        x, w = ins[0], ins[1]
-        bias = ins[2] if len(ins) == 3 else None
+        x, w, bias = input_weights_bias(ins)
         _check_float(self, bias)
         if w.ndim != 4:
             raise self.fail(f"filter must have rank 4, got shape {w.shape}")
@@ -243,8 +223,7 @@ class _HybridConvBase(Kernel):
         return [Spec(shape, F32)]
 
     def eval(self, ins, outs):
-        x, w = ins[0], ins[1]
-        bias = ins[2] if len(ins) == 3 else None
+        x, w, bias = input_weights_bias(ins)
         out = outs[0]
         if out.size == 0:
             return
@@ -263,12 +242,7 @@ class HybridConv2D(_HybridConvBase):
     """CONV_2D with int8 weights and float activations."""
 
     channel_axis = 0
-
-    @property
-    def integer(self):
-        from numlite.kernels.quantized_conv import QuantizedConv2D
-
-        return QuantizedConv2D
+    integer_name = "QuantizedConv2D"
 
     def scale(self, acc: np.ndarray, batch_scale: np.ndarray) -> np.ndarray:
         if len(self.w_scale) > 1:
@@ -280,12 +254,7 @@ class HybridDepthwiseConv2D(_HybridConvBase):
     """DEPTHWISE_CONV_2D with int8 weights and float activations."""
 
     channel_axis = 3
-
-    @property
-    def integer(self):
-        from numlite.kernels.quantized_conv import QuantizedDepthwiseConv2D
-
-        return QuantizedDepthwiseConv2D
+    integer_name = "QuantizedDepthwiseConv2D"
 
     def scale(self, acc: np.ndarray, batch_scale: np.ndarray) -> np.ndarray:
         return acc * (self.w_scale * batch_scale)  # LiteRT: acc *= channel_scale * batch_scale

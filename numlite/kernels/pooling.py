@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from numlite.kernels.base import Kernel, Spec, TensorInfo, fused_activation, register
-from numlite.kernels.conv import TapSource, window_geometry
+from numlite.kernels.conv import TapSource, filter_taps, output_window
 
 FLOAT = np.dtype(np.float32)
 
@@ -24,6 +24,30 @@ def _valid_counts(size: int, out: int, pad: int, filter_size: int, stride: int) 
     """How many pixels of each output's window lie inside the input, along one axis."""
     origin = np.arange(out) * stride - pad
     return np.minimum(filter_size, size - origin) - np.maximum(0, -origin)
+
+
+def window_counts(geometry: tuple) -> np.ndarray:
+    """``[OH, OW]``: how many input pixels each output's window covers (``geometry`` as
+    ``pool_window`` returns it)."""
+    h, w, oh, ow, top, left, fh, fw, strides = geometry
+    return np.multiply.outer(_valid_counts(h, oh, top, fh, strides[0]), _valid_counts(w, ow, left, fw, strides[1]))
+
+
+def pool_window(kernel: Kernel, x: TensorInfo) -> tuple[tuple[int, int, int, int], tuple[int, int], tuple, tuple]:
+    """Checks a pool's rank-4 input and options; ``(pads, strides, taps, geometry)`` with
+    ``geometry = (h, w, oh, ow, top, left, fh, fw, strides)``."""
+    if x.ndim != 4:
+        raise kernel.fail(f"input must have rank 4, got shape {x.shape}")
+    opts = kernel.options
+    if opts is None:
+        raise kernel.fail("missing options")
+    _, h, w, _ = x.shape
+    fh, fw = int(opts.filter_height), int(opts.filter_width)
+    strides = (int(opts.stride_h), int(opts.stride_w))
+    if min(strides) <= 0 or min(fh, fw) <= 0:
+        raise kernel.fail(f"strides {strides} and window ({fh}, {fw}) must be positive")
+    (oh, ow), pads = output_window(opts.padding, (h, w), (fh, fw), strides)
+    return pads, strides, filter_taps(fh, fw), (h, w, oh, ow, pads[0], pads[2], fh, fw, strides)
 
 
 class Pool2D(Kernel):
@@ -37,23 +61,11 @@ class Pool2D(Kernel):
         (x,) = ins
         if x.dtype != FLOAT:
             raise self.fail(f"input {x.name!r} has dtype {x.dtype.name}; only float32 is supported")
-        if x.ndim != 4:
-            raise self.fail(f"input must have rank 4, got shape {x.shape}")
-        opts = self.options
-        if opts is None:
-            raise self.fail("missing options")
-        n, h, w, c = x.shape
-        fh, fw = int(opts.filter_height), int(opts.filter_width)
-        strides = (int(opts.stride_h), int(opts.stride_w))
-        if min(strides) <= 0 or min(fh, fw) <= 0:
-            raise self.fail(f"strides {strides} and window ({fh}, {fw}) must be positive")
-        oh, top, bottom = window_geometry(opts.padding, h, fh, strides[0])
-        ow, left, right = window_geometry(opts.padding, w, fw, strides[1])
-        self.activation = fused_activation(opts)
-        self.source = TapSource(x.shape, (top, bottom, left, right), (oh, ow), strides, (1, 1), FLOAT, self.pad_value)
-        self.taps = [(ky, kx) for ky in range(fh) for kx in range(fw)]
-        self.geometry = (h, w, oh, ow, top, left, fh, fw, strides)
-        return [Spec((n, oh, ow, c), FLOAT)]
+        pads, strides, self.taps, self.geometry = pool_window(self, x)
+        oh, ow = self.geometry[2:4]
+        self.activation = fused_activation(self.options)
+        self.source = TapSource(x.shape, pads, (oh, ow), strides, (1, 1), FLOAT, self.pad_value)
+        return [Spec((x.shape[0], oh, ow, x.shape[3]), FLOAT)]
 
     @staticmethod
     def reduce(acc: np.ndarray, view: np.ndarray) -> None:
@@ -93,8 +105,7 @@ class AveragePool2D(Pool2D):
 
     def prepare(self, ins):
         specs = super().prepare(ins)
-        h, w, oh, ow, top, left, fh, fw, strides = self.geometry
-        counts = np.multiply.outer(_valid_counts(h, oh, top, fh, strides[0]), _valid_counts(w, ow, left, fw, strides[1]))
+        counts = window_counts(self.geometry)
         if counts.size and (counts == counts.flat[0]).all():
             self.counts = np.float32(counts.flat[0])  # no window is clipped: one divisor
         else:  # one divisor per output pixel, repeated along the channels of each row

@@ -59,6 +59,15 @@ class QuantizedKernel(Kernel):
     def activation_code(self) -> int:
         return int(getattr(self.options, "fused_activation_function", 0) or 0) if self.options is not None else 0
 
+    def same_dtype_pair(self, ins) -> tuple[TensorInfo, TensorInfo]:
+        """The two inputs of a binary op: int8, uint8 or int16, both of one dtype."""
+        self.expect_inputs(ins, 2)
+        a, b = ins
+        self.expect_quantized_dtype(a, INT8, UINT8, INT16)
+        if b.dtype != a.dtype:
+            raise self.fail(f"inputs have different dtypes: {a.dtype.name} and {b.dtype.name}")
+        return a, b
+
     def expect_quantized_dtype(self, t: TensorInfo, *allowed: np.dtype) -> None:
         if t.dtype not in allowed:
             names = ", ".join(np.dtype(a).name for a in allowed)
@@ -120,11 +129,7 @@ class QuantizedAddSub(QuantizedKernel):
     sign = 1
 
     def prepare(self, ins):
-        self.expect_inputs(ins, 2)
-        a, b = ins
-        self.expect_quantized_dtype(a, INT8, UINT8, INT16)
-        if b.dtype != a.dtype:
-            raise self.fail(f"inputs have different dtypes: {a.dtype.name} and {b.dtype.name}")
+        a, b = self.same_dtype_pair(ins)
         (s1, z1), (s2, z2) = self.per_tensor(a), self.per_tensor(b)
         so, zo = self.output_params(a.dtype)
         if a.dtype == INT16:
@@ -172,11 +177,7 @@ class QuantizedMul(QuantizedKernel):
     """``(a - za) * (b - zb)`` rescaled by ``sa * sb / so`` (computed in float, as mul.cc)."""
 
     def prepare(self, ins):
-        self.expect_inputs(ins, 2)
-        a, b = ins
-        self.expect_quantized_dtype(a, INT8, UINT8, INT16)
-        if b.dtype != a.dtype:
-            raise self.fail(f"inputs have different dtypes: {a.dtype.name} and {b.dtype.name}")
+        a, b = self.same_dtype_pair(ins)
         (s1, self.z1), (s2, self.z2) = self.per_tensor(a), self.per_tensor(b)
         so, self.zo = self.output_params(a.dtype)
         self.mult, self.shift = quantize_multiplier(float(s1 * s2 / so))
@@ -410,7 +411,8 @@ class QuantizedPool2D(QuantizedKernel):
     values pool directly; the fused activation clamps in the output's quantized domain."""
 
     def prepare(self, ins):
-        from numlite.kernels.conv import TapSource, window_geometry
+        from numlite.kernels.conv import TapSource
+        from numlite.kernels.pooling import pool_window
 
         self.expect_inputs(ins, 1)
         (x,) = ins
@@ -421,19 +423,12 @@ class QuantizedPool2D(QuantizedKernel):
         so, zo = self.output_params(x.dtype)
         if (s, z) != (so, zo):
             raise self.fail(f"input ({s}, {z}) and output ({so}, {zo}) quantization differ")
-        opts = self.options
-        n, h, w, c = x.shape
-        fh, fw = int(opts.filter_height), int(opts.filter_width)
-        strides = (int(opts.stride_h), int(opts.stride_w))
-        if min(strides) <= 0 or min(fh, fw) <= 0:
-            raise self.fail(f"strides {strides} and window ({fh}, {fw}) must be positive")
-        oh, top, bottom = window_geometry(opts.padding, h, fh, strides[0])
-        ow, left, right = window_geometry(opts.padding, w, fw, strides[1])
+        pads, strides, self.taps, self.geometry = pool_window(self, x)
+        n, c = x.shape[0], x.shape[3]
+        oh, ow = self.geometry[2:4]
         self.range = activation_range(self.activation_code(), so, zo, x.dtype)
         pad = dtype_range(x.dtype)[0] if self.is_max else 0
-        self.source = TapSource(x.shape, (top, bottom, left, right), (oh, ow), strides, (1, 1), x.dtype, pad)
-        self.taps = [(ky, kx) for ky in range(fh) for kx in range(fw)]
-        self.geometry = (h, w, oh, ow, top, left, fh, fw, strides)
+        self.source = TapSource(x.shape, pads, (oh, ow), strides, (1, 1), x.dtype, pad)
         self.acc = np.empty((n, oh, ow * c), np.int32)
         return [Spec((n, oh, ow, c), x.dtype)]
 
@@ -471,11 +466,10 @@ class QuantizedAveragePool2D(QuantizedPool2D):
     C's truncating division (``(acc +- count / 2) / count``)."""
 
     def prepare(self, ins):
-        from numlite.kernels.pooling import _valid_counts
+        from numlite.kernels.pooling import window_counts
 
         specs = super().prepare(ins)
-        h, w, oh, ow, top, left, fh, fw, strides = self.geometry
-        counts = np.multiply.outer(_valid_counts(h, oh, top, fh, strides[0]), _valid_counts(w, ow, left, fw, strides[1]))
+        counts = window_counts(self.geometry)
         self.counts = np.repeat(counts.astype(np.int32), ins[0].shape[3], axis=1)
         return specs
 

@@ -24,15 +24,37 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
 from numlite.kernels.base import Kernel, Spec, TensorInfo, has_scale, register
-from numlite.kernels.conv import SAME, VALID, _spatial_options, tap_view, window_geometry  # noqa: F401
+from numlite.kernels.conv import (
+    _expect_rank,
+    _spatial_options,
+    conv_groups,
+    conv_window,
+    depthwise_multiplier,
+    expect_output_shape_vector,
+    filter_taps,
+    grouped_im2col,
+    grouped_weight_matrix,
+    tap_view,
+    transpose_conv_canvas,
+    transpose_conv_output_shape,
+    transpose_conv_shapes,
+    transpose_conv_weight_matrix,
+)
 from numlite.kernels.fixed_point import (
     activation_range,
     multiply_by_quantized_multiplier,
     multiply_by_quantized_multiplier_int64,
     quantize_multiplier,
+)
+from numlite.kernels.operands import (
+    adjoint_options,
+    batch_matmul_shape,
+    fully_connected_options,
+    fully_connected_shape,
+    input_weights_bias,
+    transpose_conv_operands,
 )
 
 INT8, UINT8, INT16 = np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16)
@@ -145,48 +167,56 @@ class QuantizedKernel(Kernel):
             raise self.fail(f"accumulation depth {depth} is too large for exact integer accumulation")
 
 
-def _expect_rank(kernel: Kernel, t: TensorInfo, rank: int, what: str) -> None:
-    if t.ndim != rank:
-        raise kernel.fail(f"{what} must have rank {rank}, got shape {t.shape}")
-
-
 def _weights_centered(kernel: QuantizedKernel, w: np.ndarray) -> np.ndarray:
     return np.subtract(w, kernel.w_zp, dtype=np.float64)
+
+
+class _QuantizedWindowConv(QuantizedKernel):
+    """Shared prepare and eval of the integer CONV_2D and DEPTHWISE_CONV_2D (also driven by the
+    hybrid kernels, which call ``plan`` and ``accumulate`` directly)."""
+
+    channel_axis: int  # the filter's axis of output channels
+
+    def prepare(self, ins):
+        self.expect_inputs(ins, 2, 3)
+        x, w, bias = input_weights_bias(ins)
+        out = self.output_info()
+        self.check_types(x, w, bias, out)
+        _expect_rank(self, w, 4, "filter")
+        self.set_requantization(x, w, out, w.shape[self.channel_axis])
+        return [Spec(self.plan(x, w, bias), x.dtype)]
+
+    def plan(self, x: TensorInfo, w: TensorInfo, bias: TensorInfo | None) -> tuple[int, ...]:
+        """Checks shapes and lays out the geometry (and constant weights); the output shape."""
+        raise NotImplementedError
+
+    def accumulate(self, x: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """The exact accumulators ``[n, oh, ow, out_c]`` (float64) of centered inputs ``x``."""
+        raise NotImplementedError
+
+    def eval(self, ins, outs):
+        x, w, bias = input_weights_bias(ins)
+        out = outs[0]
+        if out.size == 0:
+            return
+        self.requantize(self.accumulate(self.centered(x), w), bias, out)
 
 
 # ----------------------------------------------------------------------------- CONV_2D
 
 
 @register("CONV_2D", quantized=True)
-class QuantizedConv2D(QuantizedKernel):
+class QuantizedConv2D(_QuantizedWindowConv):
     """Integer 2-D convolution (grouped when the input has a multiple of the filter's channels):
     one exact float64 im2col matmul per group."""
 
-    def prepare(self, ins):
-        self.expect_inputs(ins, 2, 3)
-        x, w = ins[0], ins[1]
-        bias = ins[2] if len(ins) == 3 else None
-        out = self.output_info()
-        self.check_types(x, w, bias, out)
-        _expect_rank(self, w, 4, "filter")
-        self.set_requantization(x, w, out, w.shape[0])
-        shape = self.plan(x, w, bias)
-        return [Spec(shape, x.dtype)]
+    channel_axis = 0
 
     def plan(self, x: TensorInfo, w: TensorInfo, bias: TensorInfo | None) -> tuple[int, ...]:
-        """Checks shapes and lays out the geometry (and constant weights); the output shape."""
-        _expect_rank(self, x, 4, "input")
-        _expect_rank(self, w, 4, "filter")
+        self.groups = conv_groups(self, x, w, bias)
         n, h, wd, c = x.shape
         out_c, kh, kw, group_c = w.shape
-        if group_c <= 0 or c % group_c or out_c % (c // group_c):
-            raise self.fail(f"input channels {c} do not fit the filter's shape {w.shape}")
-        if bias is not None and bias.size != out_c:
-            raise self.fail(f"bias has {bias.size} elements, expected {out_c}")
-        self.groups = c // group_c
-        strides, dilations = _spatial_options(self)
-        oh, top, bottom = window_geometry(self.options.padding, h, kh, strides[0], dilations[0])
-        ow, left, right = window_geometry(self.options.padding, wd, kw, strides[1], dilations[1])
+        strides, dilations, (oh, ow), (top, bottom, left, right) = conv_window(self, (h, wd), (kh, kw))
         self.pads = ((0, 0), (top, bottom), (left, right), (0, 0))
         self.window = (n, oh, ow, kh, kw, c)
         self.steps = (strides[0], strides[1], dilations[0], dilations[1])
@@ -197,29 +227,14 @@ class QuantizedConv2D(QuantizedKernel):
 
     def _matrix(self, w: np.ndarray) -> np.ndarray:
         """``[out_c, kh, kw, in_c/g]`` as centered ``[g, depth, out_c/g]`` float64."""
-        g = self.groups
-        return np.ascontiguousarray(_weights_centered(self, w).reshape(g, w.shape[0] // g, self.depth).transpose(0, 2, 1))
-
-    def eval(self, ins, outs):
-        x, w = ins[0], ins[1]
-        bias = ins[2] if len(ins) == 3 else None
-        out = outs[0]
-        if out.size == 0:
-            return
-        self.requantize(self.accumulate(self.centered(x), w), bias, out)
+        return grouped_weight_matrix(_weights_centered(self, w), self.groups, self.depth)
 
     def accumulate(self, x: np.ndarray, w: np.ndarray) -> np.ndarray:
-        """The exact accumulators ``[n, oh, ow, out_c]`` (float64) of centered inputs ``x``."""
         weights = self.weights if self.weights is not None else self._matrix(w)
         # Padding with 0 after centering is LiteRT's skipping of points outside the image.
-        src = np.pad(x, self.pads)
-        n, oh, ow, kh, kw, c = self.window
-        sh, sw, dh, dw = self.steps
-        s0, s1, s2, s3 = src.strides
-        view = as_strided(src, (n, oh, ow, kh, kw, c), (s0, s1 * sh, s2 * sw, s1 * dh, s2 * dw, s3), writeable=False)
-        g = self.groups
-        cols = view.reshape(n, oh, ow, kh, kw, g, c // g).transpose(5, 0, 1, 2, 3, 4, 6).reshape(g, -1, self.depth)
-        acc = np.matmul(cols, weights)  # [g, rows, out_c/g]
+        cols = grouped_im2col(np.pad(x, self.pads), self.window, self.steps, self.groups)
+        acc = np.matmul(cols.reshape(self.groups, -1, self.depth), weights)  # [g, rows, out_c/g]
+        n, oh, ow = self.window[:3]
         return acc.transpose(1, 0, 2).reshape(n, oh, ow, -1)
 
 
@@ -227,41 +242,20 @@ class QuantizedConv2D(QuantizedKernel):
 
 
 @register("DEPTHWISE_CONV_2D", quantized=True)
-class QuantizedDepthwiseConv2D(QuantizedKernel):
+class QuantizedDepthwiseConv2D(_QuantizedWindowConv):
     """Integer depthwise convolution; output channel ``i * m + j`` filters input channel ``i``.
     One exact float64 multiply-add of a shifted window per filter tap."""
 
-    def prepare(self, ins):
-        self.expect_inputs(ins, 2, 3)
-        x, w = ins[0], ins[1]
-        bias = ins[2] if len(ins) == 3 else None
-        out = self.output_info()
-        self.check_types(x, w, bias, out)
-        _expect_rank(self, w, 4, "filter")
-        self.set_requantization(x, w, out, w.shape[3])
-        shape = self.plan(x, w, bias)
-        return [Spec(shape, x.dtype)]
+    channel_axis = 3
 
     def plan(self, x: TensorInfo, w: TensorInfo, bias: TensorInfo | None) -> tuple[int, ...]:
-        """Checks shapes and lays out the geometry (and constant weights); the output shape."""
-        _expect_rank(self, x, 4, "input")
-        _expect_rank(self, w, 4, "filter")
-        n, h, wd, c = x.shape
-        one, kh, kw, out_c = w.shape
-        if one != 1 or c == 0 or out_c % c:
-            raise self.fail(f"filter shape {w.shape} does not fit {c} input channels")
-        if bias is not None and bias.size != out_c:
-            raise self.fail(f"bias has {bias.size} elements, expected {out_c}")
-        option = int(self.options.depth_multiplier) if self.options is not None else 0
-        if option > 0 and option * c != out_c:
-            raise self.fail(f"depth_multiplier option {option} disagrees with {c} input and {out_c} filter channels")
-        self.multiplier_c = out_c // c
-        strides, dilations = _spatial_options(self)
-        oh, top, bottom = window_geometry(self.options.padding, h, kh, strides[0], dilations[0])
-        ow, left, right = window_geometry(self.options.padding, wd, kw, strides[1], dilations[1])
+        self.multiplier_c = depthwise_multiplier(self, x, w, bias)
+        n, h, wd, _ = x.shape
+        _, kh, kw, out_c = w.shape
+        strides, dilations, (oh, ow), (top, bottom, left, right) = conv_window(self, (h, wd), (kh, kw))
         self.pads = ((0, 0), (top, bottom), (left, right), (0, 0))
         self.geometry = ((oh, ow), strides, dilations)
-        self.taps = [(ky, kx) for ky in range(kh) for kx in range(kw)]
+        self.taps = filter_taps(kh, kw)
         self.out_shape = (n, oh, ow, out_c)
         self.weights = None if w.value is None else self._taps(w.value)
         return self.out_shape
@@ -270,16 +264,7 @@ class QuantizedDepthwiseConv2D(QuantizedKernel):
         """``[1, kh, kw, c*m]`` as centered ``[kh, kw, c, m]`` float64."""
         return _weights_centered(self, w)[0].reshape(w.shape[1], w.shape[2], -1, self.multiplier_c)
 
-    def eval(self, ins, outs):
-        x, w = ins[0], ins[1]
-        bias = ins[2] if len(ins) == 3 else None
-        out = outs[0]
-        if out.size == 0:
-            return
-        self.requantize(self.accumulate(self.centered(x), w), bias, out)
-
     def accumulate(self, x: np.ndarray, w: np.ndarray) -> np.ndarray:
-        """The exact accumulators ``[n, oh, ow, out_c]`` (float64) of centered inputs ``x``."""
         weights = self.weights if self.weights is not None else self._taps(w)
         src = np.pad(x, self.pads)
         n, oh, ow, out_c = self.out_shape
@@ -301,47 +286,33 @@ class QuantizedTransposeConv(QuantizedKernel):
 
     def prepare(self, ins):
         self.expect_inputs(ins, 3, 4)
-        shape_t, w, x = ins[0], ins[1], ins[2]
-        bias = ins[3] if len(ins) == 4 else None
+        shape_t, w, x, bias = transpose_conv_operands(ins)
         out = self.output_info()
         self.check_types(x, w, bias, out)
-        if shape_t.dtype != np.int32 or shape_t.shape != (4,):
-            raise self.fail(f"output shape must be an int32 tensor of 4 elements, got {shape_t.dtype.name} {shape_t.shape}")
-        _expect_rank(self, x, 4, "input")
-        _expect_rank(self, w, 4, "weights")
-        n, h, wd, c = x.shape
-        out_c, kh, kw, in_c = w.shape
-        if in_c != c:
-            raise self.fail(f"weights have {in_c} input channels, the input has {c}")
-        if bias is not None and bias.size != out_c:
-            raise self.fail(f"bias has {bias.size} elements, expected {out_c}")
+        expect_output_shape_vector(self, shape_t)
+        (h, wd), (kh, kw) = transpose_conv_shapes(self, x, w, bias)
+        n, c, out_c = x.shape[0], x.shape[3], w.shape[0]
         self.check_depth(c * kh * kw)
         strides, _ = _spatial_options(self, dilated=False)
         self.set_requantization(x, w, out, out_c)
         self.weights = None if w.value is None else self._matrix(w.value)
         if shape_t.value is None:
             return [Spec(None, x.dtype)]
-        out_shape = tuple(int(d) for d in shape_t.value)
-        if out_shape[0] != n or out_shape[3] != out_c or min(out_shape) < 0:
-            raise self.fail(f"output shape {out_shape} does not fit input {x.shape} and weights {w.shape}")
+        out_shape = transpose_conv_output_shape(self, shape_t.value, x, w)
         oh, ow = out_shape[1], out_shape[2]
-        _, top, _ = window_geometry(self.options.padding, oh, kh, strides[0])
-        _, left, _ = window_geometry(self.options.padding, ow, kw, strides[1])
+        (canvas_h, canvas_w), (top, left) = transpose_conv_canvas(self.options.padding, (h, wd), (kh, kw), strides, (oh, ow))
         self.geometry = ((h, wd), strides, (1, 1))
-        self.taps = [(ky, kx) for ky in range(kh) for kx in range(kw)]
-        canvas_h = max((h - 1) * strides[0] + kh, top + oh) if h else top + oh
-        canvas_w = max((wd - 1) * strides[1] + kw, left + ow) if wd else left + ow
+        self.taps = filter_taps(kh, kw)
         self.canvas_shape = (n, canvas_h, canvas_w, out_c)
         self.crop = (slice(None), slice(top, top + oh), slice(left, left + ow), slice(None))
         return [Spec(out_shape, x.dtype)]
 
     def _matrix(self, w: np.ndarray) -> np.ndarray:
         """``[out_c, kh, kw, in_c]`` as centered ``[in_c, kh * kw * out_c]`` float64."""
-        return np.ascontiguousarray(_weights_centered(self, w).transpose(3, 1, 2, 0).reshape(w.shape[3], -1))
+        return transpose_conv_weight_matrix(_weights_centered(self, w))
 
     def eval(self, ins, outs):
-        w, x = ins[1], ins[2]
-        bias = ins[3] if len(ins) == 4 else None
+        _, w, x, bias = transpose_conv_operands(ins)
         out = outs[0]
         if out.size == 0:
             return
@@ -369,40 +340,19 @@ class QuantizedFullyConnected(QuantizedKernel):
 
     def prepare(self, ins):
         self.expect_inputs(ins, 2, 3)
-        x, w = ins[0], ins[1]
-        bias = ins[2] if len(ins) == 3 else None
-        opts = self.options
-        if opts is None:
-            raise self.fail("missing options")
-        if opts.weights_format != 0:
-            raise self.fail(f"weights format {opts.weights_format} is not supported (only DEFAULT)")
-        if opts.fused_activation_function not in (0, 1, 2, 3):
-            raise self.fail(f"fused activation {opts.fused_activation_function} is not supported by FULLY_CONNECTED")
+        x, w, bias = input_weights_bias(ins)
+        fully_connected_options(self)
         out = self.output_info()
         self.check_types(x, w, bias, out)
-        if w.ndim != 2:
-            raise self.fail(f"weights must have rank 2, got shape {w.shape}")
-        units, depth = w.shape
-        if bias is not None and bias.size != units:
-            raise self.fail(f"bias has {bias.size} elements, expected {units}")
-        if depth == 0 or x.size % depth:
-            raise self.fail(f"input of shape {x.shape} is not a whole number of rows of {depth}")
-        self.check_depth(depth)
-        if opts.keep_num_dims:
-            if x.shape[-1] != depth:
-                raise self.fail(f"keep_num_dims needs the input's last dimension to be {depth}, got shape {x.shape}")
-            out_shape = tuple(x.shape[:-1]) + (units,)
-        else:
-            out_shape = (x.size // depth, units)
-        self.depth = depth
+        self.depth, out_shape = fully_connected_shape(self, x, w, bias, whole_rows=True)
+        self.check_depth(self.depth)
         per_tensor = len(_params(w)[0]) == 1
-        self.set_requantization(x, w, out, units, float_product=per_tensor)
+        self.set_requantization(x, w, out, w.shape[0], float_product=per_tensor)
         self.weights = None if w.value is None else np.ascontiguousarray(_weights_centered(self, w.value).T)
         return [Spec(out_shape, x.dtype)]
 
     def eval(self, ins, outs):
-        x, w = ins[0], ins[1]
-        bias = ins[2] if len(ins) == 3 else None
+        x, w, bias = input_weights_bias(ins)
         out = outs[0]
         if out.size == 0:
             return
@@ -433,26 +383,11 @@ class QuantizedBatchMatMul(QuantizedKernel):
         if out.dtype != lhs.dtype:
             raise self.fail(f"output {out.name!r} is {out.dtype.name}, the inputs {lhs.dtype.name}")
         self.wide = lhs.dtype == INT16
-        for t in (lhs, rhs):
-            if not 2 <= t.ndim <= 5:
-                raise self.fail(f"inputs must have rank 2 to 5, got shape {t.shape}")
-        opts = self.options
-        self.adj_x = bool(opts.adj_x) if opts is not None else False
-        self.adj_y = bool(opts.adj_y) if opts is not None else False
-        rank = max(lhs.ndim, rhs.ndim)
-        a = (1,) * (rank - lhs.ndim) + tuple(lhs.shape)
-        b = (1,) * (rank - rhs.ndim) + tuple(rhs.shape)
-        try:
-            batch = np.broadcast_shapes(a[:-2], b[:-2])
-        except ValueError:
-            raise self.fail(f"batch dimensions of {lhs.shape} and {rhs.shape} do not broadcast") from None
-        rows, inner_a = (a[-1], a[-2]) if self.adj_x else (a[-2], a[-1])
-        inner_b, cols = (b[-1], b[-2]) if self.adj_y else (b[-2], b[-1])
-        if inner_a != inner_b:
-            raise self.fail(f"cannot multiply {lhs.shape} by {rhs.shape} (adj_x={self.adj_x}, adj_y={self.adj_y})")
-        self.check_depth(inner_a)
+        self.adj_x, self.adj_y = adjoint_options(self)
+        shape = batch_matmul_shape(self, lhs, rhs, self.adj_x, self.adj_y)
+        self.check_depth(lhs.shape[-2] if self.adj_x else lhs.shape[-1])
         self.set_requantization(lhs, rhs, out, 1, float_product=True)
-        return [Spec(tuple(int(d) for d in batch) + (rows, cols), lhs.dtype)]
+        return [Spec(shape, lhs.dtype)]
 
     def eval(self, ins, outs):
         lhs, rhs = ins

@@ -467,8 +467,49 @@ class Lstm(Kernel):
         self.lstm.run(ins, ins[0][None], None, outs[0][None], slice(None), False, self.params, self.gates)
 
 
+class _BidirectionalSequence(Kernel):
+    """Shared by the bidirectional LSTM and RNN: the output count, the aux input, the output
+    specs and the run of both directions. Subclasses' prepare sets ``fw`` and ``bw`` (directions
+    whose ``run`` takes the same arguments), ``setting`` (what ``run`` is given after
+    ``reverse``), ``scratch`` (one buffer per direction) and ``fw_width`` (forward outputs)."""
+
+    foldable = False
+    aux_index: int  # of the aux input
+
+    def check_output_count(self) -> None:
+        if len(self.node.outputs) != (1 if self.merge else 2):
+            raise self.fail(f"expects {1 if self.merge else 2} outputs (merge_outputs={self.merge}), got {len(self.node.outputs)}")
+
+    def aux_width(self, ins, steps: int, batch: int) -> int | None:
+        """The aux input's depth (None without one), its steps and batch checked against the input's."""
+        aux = ins[self.aux_index]
+        if aux is None:
+            return None
+        a_steps, a_batch, n_aux = _sequence_dims(self, aux, self.time_major)
+        if (a_steps, a_batch) != (steps, batch):
+            raise self.fail(f"aux input {aux.name!r} of shape {aux.shape} does not match the input's {ins[0].shape}")
+        return n_aux
+
+    def output_specs(self, steps: int, batch: int, fw_n: int, bw_n: int) -> list[Spec]:
+        if self.merge:
+            return [Spec(_sequence_shape(steps, batch, fw_n + bw_n, self.time_major), FLOAT)]
+        return [Spec(_sequence_shape(steps, batch, fw_n, self.time_major), FLOAT),
+                Spec(_sequence_shape(steps, batch, bw_n, self.time_major), FLOAT)]
+
+    def eval(self, ins, outs):
+        tm = lambda a: None if a is None else _time_major(a, self.time_major)  # noqa: E731
+        x, aux = tm(ins[0]), tm(ins[self.aux_index])
+        fw_out = tm(outs[0])
+        bw_out = fw_out if self.merge else tm(outs[1])
+        bw_x, shared_aux = (aux, None) if self.bw_from_aux else (x, aux)
+        fw_scratch, bw_scratch = self.scratch
+        self.fw.run(ins, x, shared_aux, fw_out, slice(0, self.fw_width), False, self.setting, fw_scratch)
+        bw_cols = slice(self.fw_width, None) if self.merge else slice(None)
+        self.bw.run(ins, bw_x, shared_aux, bw_out, bw_cols, True, self.setting, bw_scratch)
+
+
 @register("BIDIRECTIONAL_SEQUENCE_LSTM")
-class BidirectionalSequenceLstm(Kernel):
+class BidirectionalSequenceLstm(_BidirectionalSequence):
     """Two LSTMs over one sequence, the backward one from the last step to the first: 48
     inputs (forward weights 1-17, backward 18-34, states 35-38, aux input 39 and its weights
     40-47), outputs forward and backward, or one concatenated under merge_outputs.
@@ -477,27 +518,22 @@ class BidirectionalSequenceLstm(Kernel):
     without aux weights is the backward direction's own input (LiteRT's "non-stacking" mode).
     """
 
-    foldable = False
+    aux_index = 39
 
     def prepare(self, ins):
         self.expect_inputs(ins, 48)
         _check_float(self, ins)
-        self.params = _lstm_params(self)
+        self.setting = _lstm_params(self)
         o = self.options
         self.time_major, self.merge = bool(o.time_major), bool(o.merge_outputs)
-        if len(self.node.outputs) != (1 if self.merge else 2):
-            raise self.fail(f"expects {1 if self.merge else 2} outputs (merge_outputs={self.merge}), got {len(self.node.outputs)}")
+        self.check_output_count()
         aux = ins[39]
         has_aux_weights = any(ins[i] is not None for i in range(40, 48))
         self.bw_from_aux = aux is not None and not has_aux_weights
         self.fw = LstmDirection(self, _lstm_operands(1, 35, aux=40))
         self.bw = LstmDirection(self, _lstm_operands(18, 37, aux=44))
         steps, batch, n_input = _sequence_dims(self, ins[0], self.time_major)
-        n_aux = None
-        if aux is not None:
-            a_steps, a_batch, n_aux = _sequence_dims(self, aux, self.time_major)
-            if (a_steps, a_batch) != (steps, batch):
-                raise self.fail(f"aux input {aux.name!r} of shape {aux.shape} does not match the input's {ins[0].shape}")
+        n_aux = self.aux_width(ins, steps, batch)
         _check_backward_input(self, aux, n_input, self.bw_from_aux)
         self.fw.prepare(ins, n_input, batch, None if self.bw_from_aux else n_aux)
         self.bw.prepare(ins, n_input, batch, None if self.bw_from_aux else n_aux)
@@ -507,24 +543,9 @@ class BidirectionalSequenceLstm(Kernel):
                 f"the backward LSTM has {self.bw.n_cell} cells and {self.bw.n_output} outputs, the forward one"
                 f" {self.fw.n_cell} and {self.fw.n_output}: LiteRT requires them equal"
             )
-        self.fw_gates = scratch((steps, batch, self.fw.bias_width()), FLOAT)
-        self.bw_gates = scratch((steps, batch, self.bw.bias_width()), FLOAT)
-        fw_n, bw_n = self.fw.n_output, self.bw.n_output
-        if self.merge:
-            return [Spec(_sequence_shape(steps, batch, fw_n + bw_n, self.time_major), FLOAT)]
-        return [Spec(_sequence_shape(steps, batch, fw_n, self.time_major), FLOAT),
-                Spec(_sequence_shape(steps, batch, bw_n, self.time_major), FLOAT)]
-
-    def eval(self, ins, outs):
-        tm = lambda a: None if a is None else _time_major(a, self.time_major)  # noqa: E731
-        x, aux = tm(ins[0]), tm(ins[39])
-        fw_out = tm(outs[0])
-        bw_out = fw_out if self.merge else tm(outs[1])
-        bw_x, shared_aux = (aux, None) if self.bw_from_aux else (x, aux)
-        fw_n = self.fw.n_output
-        self.fw.run(ins, x, shared_aux, fw_out, slice(0, fw_n), False, self.params, self.fw_gates)
-        bw_cols = slice(fw_n, None) if self.merge else slice(None)
-        self.bw.run(ins, bw_x, shared_aux, bw_out, bw_cols, True, self.params, self.bw_gates)
+        self.scratch = tuple(scratch((steps, batch, width), FLOAT) for width in (self.fw.bias_width(), self.bw.bias_width()))
+        self.fw_width = self.fw.n_output
+        return self.output_specs(steps, batch, self.fw.n_output, self.bw.n_output)
 
 
 # ----------------------------------------------------------------------------- RNN
@@ -637,49 +658,30 @@ class UnidirectionalSequenceRnn(Kernel):
 
 
 @register("BIDIRECTIONAL_SEQUENCE_RNN")
-class BidirectionalSequenceRnn(Kernel):
+class BidirectionalSequenceRnn(_BidirectionalSequence):
     """Two basic RNNs over one sequence, the backward one reversed in time: 12 inputs (input;
     forward weights, recurrent weights, bias, hidden state; the same backward; aux input and
     its forward and backward weights), outputs forward and backward, or one under
     merge_outputs. The aux input behaves as in BIDIRECTIONAL_SEQUENCE_LSTM."""
 
-    foldable = False
+    aux_index = 9
 
     def prepare(self, ins):
         self.expect_inputs(ins, 12)
         _check_float(self, ins)
-        self.activation = _rnn_activation(self)
+        self.setting = _rnn_activation(self)
         self.time_major, self.merge = bool(self.options.time_major), bool(self.options.merge_outputs)
-        if len(self.node.outputs) != (1 if self.merge else 2):
-            raise self.fail(f"expects {1 if self.merge else 2} outputs (merge_outputs={self.merge}), got {len(self.node.outputs)}")
+        self.check_output_count()
         steps, batch, n_input = _sequence_dims(self, ins[0], self.time_major)
         aux = ins[9]
         self.bw_from_aux = aux is not None and ins[10] is None and ins[11] is None
-        n_aux = None
-        if aux is not None:
-            a_steps, a_batch, n_aux = _sequence_dims(self, aux, self.time_major)
-            if (a_steps, a_batch) != (steps, batch):
-                raise self.fail(f"aux input {aux.name!r} of shape {aux.shape} does not match the input's {ins[0].shape}")
+        n_aux = self.aux_width(ins, steps, batch)
         self.fw = RnnDirection(self, 1, 2, 3, 4, aux=10)
         self.bw = RnnDirection(self, 5, 6, 7, 8, aux=11)
         _check_backward_input(self, aux, n_input, self.bw_from_aux)
         self.fw.prepare(ins, n_input, batch, None if self.bw_from_aux else n_aux)
         self.bw.prepare(ins, n_input, batch, None if self.bw_from_aux else n_aux)
-        self.fw_pre = scratch((steps, batch, self.fw.units), FLOAT)
-        self.bw_pre = scratch((steps, batch, self.bw.units), FLOAT)
-        fw_n, bw_n = self.fw.units, self.bw.units
-        if self.merge:
-            return [Spec(_sequence_shape(steps, batch, fw_n + bw_n, self.time_major), FLOAT)]
-        return [Spec(_sequence_shape(steps, batch, fw_n, self.time_major), FLOAT),
-                Spec(_sequence_shape(steps, batch, bw_n, self.time_major), FLOAT)]
-
-    def eval(self, ins, outs):
-        tm = lambda a: None if a is None else _time_major(a, self.time_major)  # noqa: E731
-        x, aux = tm(ins[0]), tm(ins[9])
-        fw_out = tm(outs[0])
-        bw_out = fw_out if self.merge else tm(outs[1])
-        bw_x, shared_aux = (aux, None) if self.bw_from_aux else (x, aux)
-        self.fw.run(ins, x, shared_aux, fw_out, slice(0, self.fw.units), False, self.activation, self.fw_pre)
-        bw_cols = slice(self.fw.units, None) if self.merge else slice(None)
-        self.bw.run(ins, bw_x, shared_aux, bw_out, bw_cols, True, self.activation, self.bw_pre)
+        self.scratch = tuple(scratch((steps, batch, width), FLOAT) for width in (self.fw.units, self.bw.units))
+        self.fw_width = self.fw.units
+        return self.output_specs(steps, batch, self.fw.units, self.bw.units)
 
