@@ -33,9 +33,10 @@ def window_counts(geometry: tuple) -> np.ndarray:
     return np.multiply.outer(_valid_counts(h, oh, top, fh, strides[0]), _valid_counts(w, ow, left, fw, strides[1]))
 
 
-def pool_window(kernel: Kernel, x: TensorInfo) -> tuple[tuple[int, int, int, int], tuple[int, int], tuple, tuple]:
-    """Checks a pool's rank-4 input and options; ``(pads, strides, taps, geometry)`` with
-    ``geometry = (h, w, oh, ow, top, left, fh, fw, strides)``."""
+def pool_window(kernel: Kernel, x: TensorInfo) -> tuple[tuple[int, int, int, int], tuple[int, int], tuple]:
+    """Checks a pool's rank-4 input and options; ``(pads, strides, geometry)`` with
+    ``geometry = (h, w, oh, ow, top, left, fh, fw, strides)``. List the window's taps only once
+    the padded source exists: building it rejects an absurd window (a malformed model) first."""
     if x.ndim != 4:
         raise kernel.fail(f"input must have rank 4, got shape {x.shape}")
     opts = kernel.options
@@ -47,7 +48,7 @@ def pool_window(kernel: Kernel, x: TensorInfo) -> tuple[tuple[int, int, int, int
     if min(strides) <= 0 or min(fh, fw) <= 0:
         raise kernel.fail(f"strides {strides} and window ({fh}, {fw}) must be positive")
     (oh, ow), pads = output_window(opts.padding, (h, w), (fh, fw), strides)
-    return pads, strides, filter_taps(fh, fw), (h, w, oh, ow, pads[0], pads[2], fh, fw, strides)
+    return pads, strides, (h, w, oh, ow, pads[0], pads[2], fh, fw, strides)
 
 
 class Pool2D(Kernel):
@@ -61,10 +62,11 @@ class Pool2D(Kernel):
         (x,) = ins
         if x.dtype != FLOAT:
             raise self.fail(f"input {x.name!r} has dtype {x.dtype.name}; only float32 is supported")
-        pads, strides, self.taps, self.geometry = pool_window(self, x)
+        pads, strides, self.geometry = pool_window(self, x)
         oh, ow = self.geometry[2:4]
         self.activation = fused_activation(self.options)
         self.source = TapSource(x.shape, pads, (oh, ow), strides, (1, 1), FLOAT, self.pad_value)
+        self.taps = filter_taps(*self.geometry[6:8])
         return [Spec((x.shape[0], oh, ow, x.shape[3]), FLOAT)]
 
     @staticmethod

@@ -411,7 +411,7 @@ class QuantizedPool2D(QuantizedKernel):
     values pool directly; the fused activation clamps in the output's quantized domain."""
 
     def prepare(self, ins):
-        from numlite.kernels.conv import TapSource
+        from numlite.kernels.conv import TapSource, filter_taps
         from numlite.kernels.pooling import pool_window
 
         self.expect_inputs(ins, 1)
@@ -423,12 +423,13 @@ class QuantizedPool2D(QuantizedKernel):
         so, zo = self.output_params(x.dtype)
         if (s, z) != (so, zo):
             raise self.fail(f"input ({s}, {z}) and output ({so}, {zo}) quantization differ")
-        pads, strides, self.taps, self.geometry = pool_window(self, x)
+        pads, strides, self.geometry = pool_window(self, x)
         n, c = x.shape[0], x.shape[3]
         oh, ow = self.geometry[2:4]
         self.range = activation_range(self.activation_code(), so, zo, x.dtype)
         pad = dtype_range(x.dtype)[0] if self.is_max else 0
         self.source = TapSource(x.shape, pads, (oh, ow), strides, (1, 1), x.dtype, pad)
+        self.taps = filter_taps(*self.geometry[6:8])
         self.acc = np.empty((n, oh, ow * c), np.int32)
         return [Spec((n, oh, ow, c), x.dtype)]
 
