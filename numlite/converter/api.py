@@ -23,6 +23,7 @@ from typing import Any, Sequence
 
 import numpy as np
 import tensorflow as tf
+from google.protobuf.message import DecodeError
 from tensorflow.python.ops import resource_variable_ops
 from tensorflow.python.util import nest
 
@@ -127,7 +128,7 @@ class TFLiteConverter:
         try:
             with open(graph_def_file, "rb") as f:
                 graph_def.ParseFromString(f.read())
-        except (OSError, Exception) as e:  # DecodeError is not exported by protobuf's public API
+        except (OSError, DecodeError) as e:
             raise ConversionError(f"cannot read a GraphDef from {graph_def_file!r}: {e}") from e
         return cls([("serving_default", _FrozenGraph(graph_def, list(input_arrays), list(output_arrays),
                                                      dict(input_shapes or {})))])
@@ -169,7 +170,7 @@ class TFLiteConverter:
         fused: Counter = Counter()
         for key, func in self._functions:
             graph, roots = func.import_graph(key) if isinstance(func, _FrozenGraph) else _import(key, func, variables)
-            if uses_v1_control_flow(graph) or any(n.op == "TensorArrayV3" for g in graph.walk() for n in g.nodes):
+            if uses_v1_control_flow(graph):
                 raise_control_flow(graph)
             fused.update(fusions.fuse_composites(graph, fusions.library_of(func), roots))  # before inlining
             entries.append((key, graph, roots))
@@ -319,10 +320,10 @@ class _FrozenGraph:
                 raise ConversionError(f"input array {t.name!r} is a {t.op.type}, not a placeholder")
         graph = Importer(graph_def.library).import_graph(tf_graph, key, inputs, outputs)
         graph.input_names, graph.output_names = (list(n) for n in self.names)
-        fed = {t.op.name for t in inputs}
+        readers = graph.consumers()
         for node in graph.nodes:
-            if node.op == "Placeholder" and node.name not in fed:
-                users = [n.name for n in graph.nodes if any(v.node is node for v in n.inputs)]
+            if node.op == "Placeholder":  # the fed ones are the graph's inputs, not its nodes
+                users = [n.name for n in readers.get(node.outputs[0], [])]
                 if users:
                     raise ConversionError(f"placeholder {node.name!r} is read by {users[:3]} but is not among "
                                           f"the input arrays {self.inputs}")

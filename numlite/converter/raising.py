@@ -53,7 +53,12 @@ _MAX_SHAPE_ROUNDS = 6
 
 
 def uses_v1_control_flow(graph: Graph) -> bool:
-    return any(n.op in V1_CONTROL_FLOW_OPS for g in graph.walk() for n in g.nodes)
+    """Whether any graph of the program holds TF1 control flow or TensorArrays to rewrite."""
+    return any(_needs_raising(g) for g in graph.walk())
+
+
+def _needs_raising(g: Graph) -> bool:
+    return any(n.op in V1_CONTROL_FLOW_OPS or n.op.startswith("TensorArray") for n in g.nodes)
 
 
 def raise_control_flow(graph: Graph) -> None:
@@ -61,7 +66,7 @@ def raise_control_flow(graph: Graph) -> None:
     of the graphs it calls) into If and While nodes; TensorArrays become tensor lists. Raises
     :class:`ConversionError` naming the nodes of any structure that cannot be raised."""
     for g in list(graph.walk()):
-        if any(n.op in V1_CONTROL_FLOW_OPS or n.op.startswith("TensorArray") for n in g.nodes):
+        if _needs_raising(g):
             tensor_arrays_to_lists(g)
             prune(g)
             _raise(g)
@@ -74,7 +79,6 @@ def raise_control_flow(graph: Graph) -> None:
 
 def _raise(g: Graph) -> None:
     """Raise the loops directly in ``g``, then its conds (branches and bodies recursively)."""
-    _number(g)
     infer_shapes(g)
     while True:
         frames = _frames(g)
@@ -183,13 +187,12 @@ def _raise_loop(g: Graph, frame: _Frame, frames: dict[Node, _Frame]) -> None:
     variables: list[_LoopVariable] = []
     merged: set[Node] = set()
     for merge in (n for n in own if n.op in MERGE):
-        kinds = sorted(v.node.op for v in merge.inputs)
         enter = next((v.node for v in merge.inputs if v.node.op in ENTER), None)
         step = next((v.node for v in merge.inputs if v.node.op in NEXT_ITERATION), None)
         if enter is None:
             continue  # a cond inside the loop body
         if len(merge.inputs) != 2 or step is None:
-            raise ConversionError(f"{where}: Merge {merge.name!r} joins {kinds}, not an Enter and a NextIteration")
+            raise ConversionError(f"{where}: Merge {merge.name!r} joins {sorted(v.node.op for v in merge.inputs)}, not an Enter and a NextIteration")
         switch = next((u for u in users.get(merge.outputs[0], []) if u.op in SWITCH
                        and u.inputs[1] is loop_cond.outputs[0]), None)
         if switch is None:
@@ -217,24 +220,25 @@ def _raise_loop(g: Graph, frame: _Frame, frames: dict[Node, _Frame]) -> None:
     shapes = [v.enter.inputs[0].shape for v in variables]
     member_set = set(members)
     name = _unique(g, loop_cond.name.rsplit("/", 1)[0] if "/" in loop_cond.name else loop_cond.name)
+    inside = member_set - structure
+    carried = [v.merge for v in variables] + invariants
+
+    def arguments(arg_shapes: list[Shape]) -> tuple[list[Value], dict[Value, Value]]:
+        """Placeholders for the loop variables and invariants, and what they stand for."""
+        args = _placeholders(carried, dtypes, arg_shapes)
+        bound = {v.merge.outputs[0]: a for v, a in zip(variables, args)}
+        bound.update({e.outputs[0]: a for e, a in zip(invariants, args[len(variables):])})
+        return args, bound
+
     for _ in range(_MAX_SHAPE_ROUNDS):
-        arg_shapes = shapes + invariant_shapes
-        cond_args = _placeholders([v.merge for v in variables] + invariants, dtypes, arg_shapes)
-        body_args = _placeholders([v.merge for v in variables] + invariants, dtypes, arg_shapes)
-        cond_map: dict[Value, Value] = {v.merge.outputs[0]: a for v, a in zip(variables, cond_args)}
-        body_map: dict[Value, Value] = {v.merge.outputs[0]: a for v, a in zip(variables, body_args)}
+        body_args, body_map = arguments(shapes + invariant_shapes)
         body_map.update({v.switch.outputs[1]: a for v, a in zip(variables, body_args)})
-        for e, ca, ba in zip(invariants, cond_args[len(variables):], body_args[len(variables):]):
-            cond_map[e.outputs[0]] = ca
-            body_map[e.outputs[0]] = ba
         # The body runs only when the condition held: a read of LoopCond there reads its input.
         aliases = {loop_cond.outputs[0]: loop_cond.inputs[0]}
-        cond_g = _extract(f"{name}_cond", member_set - structure, cond_map, [loop_cond.inputs[0]], {}, where)
         body_results = [v.next_iteration.inputs[0] for v in variables]
-        body_g = _extract(f"{name}_body", member_set - structure, body_map, body_results, aliases, where)
+        body_g = _extract(g, f"{name}_body", inside, body_map, body_results, aliases, where)
         body_g.outputs += body_args[len(variables):]
-        cond_g.inputs, body_g.inputs = cond_args, body_args
-        _raise(cond_g)
+        body_g.inputs = body_args
         _raise(body_g)
         relaxed = [_relax(s, out.shape) for s, out in zip(shapes, body_g.outputs)]
         if relaxed == shapes:
@@ -242,6 +246,10 @@ def _raise_loop(g: Graph, frame: _Frame, frames: dict[Node, _Frame]) -> None:
         shapes = relaxed
     else:
         raise ConversionError(f"{where}: the shapes of its loop variables do not settle")
+    cond_args, cond_map = arguments(shapes + invariant_shapes)
+    cond_g = _extract(g, f"{name}_cond", inside, cond_map, [loop_cond.inputs[0]], {}, where)
+    cond_g.inputs = cond_args
+    _raise(cond_g)
 
     outputs = [(dtype, shape) for dtype, shape in zip(dtypes, shapes + invariant_shapes)]
     node = Node("While", name, {
@@ -268,8 +276,8 @@ def _predicate(v: Value) -> Value:
 
 @dataclass
 class _Liveness:
-    values: dict[Value, frozenset]
-    nodes: dict[Node, frozenset]
+    values: dict[Value, frozenset[_Assumption]]
+    nodes: dict[Node, frozenset[_Assumption]]
     closes: dict[Node, Value]  # Merge -> the predicate of the cond it closes
 
 
@@ -376,7 +384,7 @@ def _raise_cond(g: Graph, p: Value, merges: list[Node], live: _Liveness) -> None
             outer = _outer_value(v, members, p, b)
             if outer is not None:
                 mapping[v] = by_outer[outer]
-        branch = _extract(f"{name}_{suffix}", members, mapping, results[b], {}, where)
+        branch = _extract(g, f"{name}_{suffix}", members, mapping, results[b], {}, where)
         branch.inputs = args
         _raise(branch)
         branches.append(branch)
@@ -390,8 +398,9 @@ def _raise_cond(g: Graph, p: Value, merges: list[Node], live: _Liveness) -> None
     }, [p, *graph_args])
     node.outputs = [Value(node, i, dtype, shape) for i, (dtype, shape) in enumerate(zip(dtypes, shapes))]
     inside = branch_members[0] | branch_members[1]
+    users = g.consumers()
     for m in merges:
-        if any(u for u in g.consumers().get(m.outputs[1], [])):
+        if users.get(m.outputs[1]):
             raise ConversionError(f"{where}: the branch index output of {m.name!r} is used; it cannot be raised")
     _check_nothing_escapes(g, inside | set(merges), set(merges), where)
     anchor = min(g.nodes.index(m) for m in merges)
@@ -433,10 +442,10 @@ def _placeholders(nodes: list[Node], dtypes: list[str], shapes: list[Shape], nam
     return values
 
 
-def _extract(name: str, allowed: set[Node], mapping: dict[Value, Value], outputs: list[Value],
+def _extract(g: Graph, name: str, allowed: set[Node], mapping: dict[Value, Value], outputs: list[Value],
              aliases: dict[Value, Value], where: str) -> Graph:
     """A new graph computing ``outputs`` from copies of the nodes in ``allowed`` they need;
-    ``mapping`` binds outside values (to the new graph's arguments)."""
+    ``mapping`` binds outside values (to the new graph's arguments). Copies keep ``g``'s order."""
     def resolve(v: Value) -> Value:
         return aliases.get(v, v)
 
@@ -455,7 +464,7 @@ def _extract(name: str, allowed: set[Node], mapping: dict[Value, Value], outputs
 
     graph = Graph(name)
     copies: dict[Value, Value] = dict(mapping)
-    order = _order(needed)
+    order = [n for n in g.nodes if n in needed]
     clones = {}
     for node in order:
         clone = Node(node.op, node.name, dict(node.attrs), [], source=node.source)
@@ -468,11 +477,6 @@ def _extract(name: str, allowed: set[Node], mapping: dict[Value, Value], outputs
         clones[node].control_inputs = [clones[c] for c in node.control_inputs if c in clones]
     graph.outputs = [copies[resolve(v)] for v in outputs]
     return graph
-
-
-def _order(nodes: set[Node]) -> list[Node]:
-    """Nodes in the order the graph that holds them lists them (see :func:`_number`)."""
-    return sorted(nodes, key=lambda n: getattr(n, "_order", -1))
 
 
 def _free(node: Node) -> bool:
@@ -500,12 +504,6 @@ def _replace(g: Graph, removed: set[Node], anchor: int, node: Node, results: dic
     g.substitute(results)
     for other in g.nodes:
         other.control_inputs = [c for c in other.control_inputs if c not in removed]
-    _number(g)
-
-
-def _number(g: Graph) -> None:
-    for i, n in enumerate(g.nodes):
-        n._order = i
 
 
 def _unique(g: Graph, name: str) -> str:
