@@ -25,7 +25,7 @@ __version__ = "0.1.0"
 
 def __getattr__(name: str):
     # The converter imports TensorFlow, so it is loaded only when asked for.
-    if name in ("TFLiteConverter", "ConversionReport"):
+    if name in ("TFLiteConverter", "ConversionReport", "Optimize"):
         from numlite import converter
 
         return getattr(converter, name)
@@ -34,6 +34,7 @@ def __getattr__(name: str):
 __all__ = [
     "Interpreter",
     "TFLiteConverter",
+    "Optimize",
     "SignatureRunner",
     "profile",
     "NumliteError",

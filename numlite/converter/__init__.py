@@ -4,5 +4,6 @@ Importing this package imports TensorFlow (the ``convert`` extra); the interpret
 """
 
 from numlite.converter.api import ConversionReport, TFLiteConverter
+from numlite.converter.quantize import Optimize
 
-__all__ = ["TFLiteConverter", "ConversionReport"]
+__all__ = ["TFLiteConverter", "ConversionReport", "Optimize"]

@@ -19,7 +19,7 @@ import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -32,6 +32,8 @@ from numlite.converter.graph import Graph, Value
 from numlite.converter.importer import Importer, evaluate_nodes, refine_shapes
 from numlite.converter.lower import RULES
 from numlite.converter.lowering import ProgramLowering, Variable
+from numlite.converter.quantize import QuantizationSettings, quantize
+from numlite.converter.quantize.options import TargetSpec
 from numlite.converter.raising import raise_control_flow, uses_v1_control_flow
 from numlite.converter.variables import assigned_variables, freeze_read_only, trace_resources
 from numlite.errors import ConversionError
@@ -55,6 +57,7 @@ class ConversionReport:
     signatures: list[str] = field(default_factory=list)
     fusions: dict[str, int] = field(default_factory=dict)  # composite fusions applied, by name
     layers: list[str] = field(default_factory=list)  # Keras recurrent layers: fused, or why not
+    quantization: list[str] = field(default_factory=list)  # what post-training quantization did
 
     @property
     def operators(self) -> int:
@@ -74,6 +77,7 @@ class ConversionReport:
         if self.fusions:
             lines.append("fusions: " + ", ".join(f"{name} x{n}" for name, n in sorted(self.fusions.items())))
         lines.extend(f"layer {line}" for line in self.layers)
+        lines.extend(f"quantization: {line}" for line in self.quantization)
         return "\n".join(lines)
 
 
@@ -88,6 +92,12 @@ class TFLiteConverter:
         self._trackable = trackable_obj  # keeps variables alive while converting
         self.report: ConversionReport | None = None
         self._layer_lines: list[str] = []  # from_keras_model: how each recurrent layer converts
+        # Post-training quantization, as tf.lite.TFLiteConverter spells it (see converter/quantize).
+        self.optimizations: list[Any] = []
+        self.target_spec = TargetSpec()
+        self.representative_dataset: Callable[[], Iterable[Any]] | None = None
+        self.inference_input_type: Any = None  # float32 unless full-integer quantized
+        self.inference_output_type: Any = None
 
     # -- constructors --------------------------------------------------------------------------
 
@@ -202,6 +212,7 @@ class TFLiteConverter:
         model.signature_defs = signatures
         optimize.add_variable_initializer(lowering)
         optimize.optimize_model(model)
+        quantization = quantize(model, QuantizationSettings.from_converter(self))
 
         report = ConversionReport(
             op_counts=dict(Counter(model.op_name(op) for _, _, op in model.iter_operators())),
@@ -211,6 +222,7 @@ class TFLiteConverter:
             signatures=[s.key for s in signatures],
             fusions=dict(fused),
             layers=list(self._layer_lines),
+            quantization=quantization,
         )
         return model, report
 
