@@ -44,12 +44,15 @@ def keras_model(name: str, batch_size: int | None) -> tf.keras.Model:
 
 @functools.cache
 def numlite_model(name: str, batch_size: int | None) -> bytes:
-    """The model traced as a plain function: from_keras_model would fuse the layers
-    (tests/test_convert_keras3_rnn.py), these tests are about their loops."""
+    """The model traced as a plain function, with loop recognition off: from_keras_model and
+    loop recognition would fuse the LSTMs (tests/test_convert_keras3_rnn.py,
+    tests/test_convert_keras3_savedmodel.py), these tests are about the loops themselves."""
     model = keras_model(name, batch_size)
     spec = tf.TensorSpec((batch_size, STEPS, FEATURES), tf.float32)
     call = tf.function(lambda x: model(x, training=False), input_signature=[spec], autograph=False)
-    return numlite.TFLiteConverter.from_concrete_functions([call.get_concrete_function()], model).convert()
+    converter = numlite.TFLiteConverter.from_concrete_functions([call.get_concrete_function()], model)
+    converter.fuse_keras_loops = False
+    return converter.convert()
 
 
 def assert_matches_keras(name: str, batch_size: int | None, batch: int) -> None:

@@ -30,6 +30,7 @@ from tensorflow.python.util import nest
 from numlite.converter import fusions, optimize, passes
 from numlite.converter.graph import Graph, Value
 from numlite.converter.importer import Importer, evaluate_nodes, refine_shapes
+from numlite.converter.keras_loops import fuse_keras_lstm_loops
 from numlite.converter.lower import RULES
 from numlite.converter.lowering import ProgramLowering, Variable
 from numlite.converter.quantize import QuantizationSettings, quantize
@@ -92,6 +93,9 @@ class TFLiteConverter:
         self._trackable = trackable_obj  # keeps variables alive while converting
         self.report: ConversionReport | None = None
         self._layer_lines: list[str] = []  # from_keras_model: how each recurrent layer converts
+        # Keras 3 LSTM loops (in SavedModels, traced functions) recognised and fused; False keeps
+        # every loop a WHILE (see converter/keras_loops.py).
+        self.fuse_keras_loops = True
         # Post-training quantization, as tf.lite.TFLiteConverter spells it (see converter/quantize).
         self.optimizations: list[Any] = []
         self.target_spec = TargetSpec()
@@ -198,6 +202,11 @@ class TFLiteConverter:
         for _, graph, _ in entries:
             frozen += freeze_read_only(graph, resources, assigned)
             _simplify(graph)
+        # Keras 3 LSTMs in a SavedModel: recognised by their loops, once the weights are constants.
+        # (from_keras_model routed its layers to fusions already and reports them itself.)
+        loop_lines = list(dict.fromkeys(line for _, graph, _ in entries for line in _fuse_keras_loops(graph))) \
+            if self.fuse_keras_loops else []
+        layer_lines = _merge_layer_lines(self._layer_lines, loop_lines)
 
         _check_supported([g for _, g, _ in entries])
         lowering = ProgramLowering(RULES, resources)
@@ -221,7 +230,7 @@ class TFLiteConverter:
             variables=sorted(lowering.variables),
             signatures=[s.key for s in signatures],
             fusions=dict(fused),
-            layers=list(self._layer_lines),
+            layers=list(layer_lines),
             quantization=quantization,
         )
         return model, report
@@ -376,6 +385,30 @@ def _output_names(func: Any, count: int) -> list[str]:
         if len(paths) == count:
             return paths
     return [f"output_{i}" for i in range(count)]
+
+
+def _merge_layer_lines(layer_lines: list[str], loop_lines: list[str]) -> list[str]:
+    """The report's layer lines: from_keras_model's own (one per recurrent layer), a layer it
+    kept as a loop updated when loop recognition fused that loop; else the loops' lines."""
+    if not layer_lines:
+        return loop_lines
+    fused = {line.split(" ", 1)[0] for line in loop_lines if "fused into" in line}
+    merged = []
+    for line in layer_lines:
+        name = line.split(" ", 1)[0]
+        # Keras's name scopes may add a suffix to the layer's name (lstm -> lstm_1).
+        if line.endswith("kept as a WHILE loop") and any(re.fullmatch(re.escape(name) + r"(_\d+)?", f) for f in fused):
+            line = line.replace("kept as a WHILE loop", "but its loop computes a Keras LSTM: fused into "
+                                "UNIDIRECTIONAL_SEQUENCE_LSTM by loop recognition")
+        merged.append(line)
+    return merged
+
+
+def _fuse_keras_loops(graph: Graph) -> list[str]:
+    lines = fuse_keras_lstm_loops(graph)
+    if any("fused into" in line for line in lines):
+        passes.prune(graph)  # the loops and their lists
+    return lines
 
 
 def _simplify(graph: Graph) -> None:

@@ -228,6 +228,22 @@ def _replace_call(g: Graph, call: Node, callee: Graph, implements: Implements, f
     return b.nodes
 
 
+def emit_fusion(g: Graph, call: Node, callee: Graph, implements: Implements, fn: Callable[..., Any],
+                where: str) -> tuple[list[Node], list[Value]]:
+    """Run fusion ``fn`` for a call that is not (or not yet) in ``g``: the nodes it emits and the
+    values it computes for the call's results, without rewiring anything (for passes that
+    recognise a fusable computation themselves and build the call to describe it)."""
+    b = _Builder(g, call, callee, implements, where, {})
+    try:
+        returned = _invoke(fn, b, {}, where)
+        if isinstance(returned, api.Tensor):
+            returned = [returned]
+        values = [b._value(t) for t in returned]
+    except api.FusionError as e:
+        raise ConversionError(f"{where}, but {e}") from None
+    return b.nodes, values
+
+
 def _invoke(fn: Callable[..., Any], b: _Builder, kwargs: dict[str, Any], where: str) -> Any:
     """Call a fusion with the builder, the arguments and the attributes, after checking that
     they fit its parameters (so a mismatch names the function, not a Python frame)."""

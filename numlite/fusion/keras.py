@@ -251,3 +251,33 @@ def keras_simple_rnn(b: Builder, sequences: Tensor, *args: Tensor, go_backwards:
     if return_state:
         results.append(last)  # the hidden state is the output
     return results
+
+
+# -- a Keras 3 LSTM loop recognised in a SavedModel ---------------------------------------------------
+
+
+def lstm_loop(b: Builder, sequences: Tensor, h0: Tensor, c0: Tensor, kernel: Tensor, recurrent_kernel: Tensor,
+              *bias: Tensor, time_major: bool, reverse: bool = False, layer: str) -> list[Tensor]:
+    """The recurrence of a Keras 3 LSTM ``while`` loop (see :mod:`numlite.converter.keras_loops`)
+    as one UNIDIRECTIONAL_SEQUENCE_LSTM: ``fn(sequences, h0, c0, kernel, recurrent_kernel[, bias])``
+    returns the whole output sequence (time-major or batch-major as ``sequences``), the last
+    step (the final h) and the final c; ``reverse`` (batch-major only) runs the sequence backwards
+    in time, as ``go_backwards`` does. Zero initial states (Keras's default) are made by the op's
+    own means, as for :data:`LSTM`."""
+    gates = _gate_weights(b, kernel, recurrent_kernel, bias[0] if bias else None, layer)
+    if reverse:
+        sequences = _reversed_in_time(b, sequences, layer)
+    state = None if b.is_zeros(h0) and b.is_zeros(c0) else (h0, c0)
+    y, _, c = lstm_op_with_states(b, sequences, gates, time_major=time_major, state=state, name=layer)
+    last = _time_step(b, y, -1, time_major, f"{layer}/last")
+    return [y, last, c]
+
+
+def _time_step(b: Builder, y: Tensor, index: int, time_major: bool, name: str) -> Tensor:
+    """One step of a sequence, batch-major or time-major (``index`` -1 for the last)."""
+    if not time_major:
+        return _step(b, y, index, name)
+    begin, end = [index, 0, 0], [index + 1 if index != -1 else 0, 0, 0]
+    return b.op("STRIDED_SLICE", [y, np.array(begin, np.int32), np.array(end, np.int32), np.ones(3, np.int32)],
+                outputs=[b.spec((y.shape[1], y.shape[2]), y.dtype, name)],
+                begin_mask=0b110, end_mask=0b110 | (0b001 if index == -1 else 0), shrink_axis_mask=0b001)
