@@ -110,6 +110,22 @@ def test_rounding_divide_by_pot_rounds_half_away_from_zero():
     np.testing.assert_array_equal(fp.rounding_divide_by_pot(x, 2), [1, -1, 2, -2, 2, -2, 1, -1])
 
 
+def test_exp_on_negative_values_is_exp():
+    # Q5.26 inputs over [-32, 0]. gemmlowp's exp is a 4th-order Taylor polynomial around -1/8 on
+    # [-1/4, 0) (truncation up to (1/8)**5 / 5! ~ 2.5e-7) times exact powers: the tolerance is
+    # the algorithm's, bit-exactness is checked against LiteRT by the softmax tests.
+    raw = np.concatenate([-np.arange(0, 32 << 26, 997 << 13, dtype=np.int64), [-(32 << 26) + 1]]).astype(np.int32)
+    ours = fp.exp_on_negative_values(raw, 5).astype(np.float64) / 2.0**31
+    np.testing.assert_allclose(ours, np.exp(raw / 2.0**26), rtol=0, atol=3e-7)
+    assert fp.exp_on_negative_values(np.int32(0), 5) == (1 << 31) - 1
+
+
+def test_one_over_one_plus_x():
+    raw = np.linspace(0, 2**31 - 1, 1001).astype(np.int64).astype(np.int32)
+    ours = fp.one_over_one_plus_x_for_x_in_0_1(raw).astype(np.float64) / 2.0**31
+    np.testing.assert_allclose(ours, 1.0 / (1.0 + raw / 2.0**31), rtol=0, atol=1e-8)
+
+
 def test_activation_range():
     assert fp.activation_range(1, 0.5, -10, np.int8) == (-10, 127)
     assert fp.activation_range(3, 0.05, -128, np.int8) == (-128, -8)
@@ -192,6 +208,105 @@ def test_activation_int8(op):
     assert_matches_reference(model)
 
 
+# The 16x8 converter quantizes these (it refuses HARD_SWISH and RELU_N1_TO_1 in 16x8).
+INT16_ACTIVATIONS = ["LEAKY_RELU", "LOGISTIC", "RELU", "RELU6", "TANH"]
+
+
+@pytest.mark.parametrize("scale", [0.05, 1.0, 20.0], ids=["narrow", "unit", "wide"])
+@pytest.mark.parametrize("op", INT16_ACTIVATIONS)
+def test_activation_int16(op, scale):
+    """int16 (16x8) activations, the input scale varied by a multiplication before them (LOGISTIC
+    and TANH rescale it to their table's units with a multiplier and shift of their own); the
+    product is also an output, which keeps the converter from fusing RELU and RELU6 into it."""
+    fn = ACTIVATIONS[op]
+
+    def scaled_activation(x):
+        y = x * scale
+        return fn(y), y
+
+    model = quantized_model(scaled_activation, [S((6, 45), F)], f"act16-{op}-{scale}", int16=True)
+    assert_op_quantized(model, op, np.int16)
+    assert_matches_reference(model)
+    assert_matches_reference(model, [edge_rows(model)])
+
+
+def edge_rows(model, seed=2):
+    """One integer input whose first rows hold the ends of the type's range and values near
+    zero, the rest random: where saturation and sign changes of a kernel show."""
+    d = LiteRTInterpreter(model_content=model).get_input_details()[0]
+    info = np.iinfo(d["dtype"])
+    x = np.random.default_rng(seed).integers(info.min, info.max + 1, d["shape"]).astype(d["dtype"])
+    width = min(20, x.shape[-1])
+    x[0, :width] = info.min + np.arange(width)
+    x[1, :width] = info.max - np.arange(width)
+    x[2, :9] = np.arange(-4, 5) if info.min < 0 else np.arange(9)
+    return x
+
+
+# -- softmax -----------------------------------------------------------------------------------
+
+
+def narrow_inputs(model, width, seed=3):
+    """Integer inputs within ``width`` quanta of each other: softmax outputs spread over the
+    whole output range instead of one winner per row."""
+    d = LiteRTInterpreter(model_content=model).get_input_details()[0]
+    rng = np.random.default_rng(seed)
+    return [rng.integers(-(width // 2), width // 2 + 1, d["shape"]).astype(d["dtype"])]
+
+
+SOFTMAX_SHAPES = {"rows": [S((16, 37), F)], "nhwc": X4}
+
+
+@pytest.mark.parametrize("int16", [False, True], ids=["int8", "int16"])
+@pytest.mark.parametrize("scale", [0.3, 4.0], ids=["fine", "coarse"])
+@pytest.mark.parametrize("shape", sorted(SOFTMAX_SHAPES))
+def test_softmax(shape, scale, int16):
+    """int8: LiteRT's reference kernel in gemmlowp fixed point (exp_on_negative_values, a
+    Newton-Raphson reciprocal); int16: its interpolated exp and 1 / (1 + x) tables."""
+    model = quantized_model(lambda x: tf.nn.softmax(x * scale), SOFTMAX_SHAPES[shape], f"softmax-{shape}-{scale}", int16)
+    assert_op_quantized(model, "SOFTMAX", np.int16 if int16 else np.int8)
+    assert_matches_reference(model)
+    for width in (6, 60, 600):
+        assert_matches_reference(model, narrow_inputs(model, width))
+
+
+# -- uint8 (the TF1 converter's QUANTIZED_UINT8 inference type) --------------------------------
+
+_UINT8_MODELS: dict = {}
+
+
+def uint8_model(build, shape, key):
+    """``build(x)`` converted by the official TF1 converter with uint8 inference (input stats and
+    default ranges instead of calibration): every tensor uint8 (cached for the session)."""
+    if key not in _UINT8_MODELS:
+        graph = tf.Graph()
+        with graph.as_default():
+            x = tf.compat.v1.placeholder(tf.float32, shape, name="x")
+            y = build(x)
+            with tf.compat.v1.Session(graph=graph) as session:
+                converter = tf.compat.v1.lite.TFLiteConverter.from_session(session, [x], [y])
+                converter.inference_type = tf.uint8
+                converter.quantized_input_stats = {"x": (128.0, 20.0)}
+                converter.default_ranges_stats = (-4.0, 4.0)
+                _UINT8_MODELS[key] = converter.convert()
+    return _UINT8_MODELS[key]
+
+
+UINT8_OPS = {
+    "SOFTMAX": lambda x: tf.nn.softmax(x),
+    "MEAN": lambda x: tf.reduce_mean(x, axis=-1),
+    "LOGISTIC": tf.sigmoid,
+}
+
+
+@pytest.mark.parametrize("op", sorted(UINT8_OPS))
+def test_uint8(op):
+    model = uint8_model(UINT8_OPS[op], (6, 45), f"uint8-{op}")
+    assert_op_quantized(model, op, np.uint8)
+    assert_matches_reference(model)
+    assert_matches_reference(model, [edge_rows(model)])
+
+
 # -- pooling, layout, resizing ----------------------------------------------------------------
 
 SPATIAL = {
@@ -214,32 +329,85 @@ def test_spatial(name, int16):
     assert_matches_reference(model)
 
 
-def test_concatenation_int8():
-    model = quantized_model(lambda x, y: tf.concat([x, y * 2.0], -1), [S((2, 3, 4), F), S((2, 3, 5), F)], "concat8")
-    assert_op_quantized(model, "CONCATENATION", np.int8)
+@pytest.mark.parametrize("int16", [False, True], ids=["int8", "int16"])
+def test_concatenation(int16):
+    fn = lambda x, y: tf.concat([x, y * 2.0], -1)  # noqa: E731
+    model = quantized_model(fn, [S((2, 3, 4), F), S((2, 3, 5), F)], "concat8", int16)
+    assert_op_quantized(model, "CONCATENATION", np.int16 if int16 else np.int8)
     assert_matches_reference(model)
 
 
 # -- reductions -------------------------------------------------------------------------------
 
-REDUCTIONS = {
-    "MEAN-hw": lambda x: tf.reduce_mean(x, axis=(1, 2), keepdims=True),
-    "MEAN-last": lambda x: tf.reduce_mean(x, axis=-1),
-    "SUM": lambda x: tf.reduce_sum(x, axis=(1,)),
+MEANS = {
+    "hw": lambda x: tf.reduce_mean(x, axis=(1, 2), keepdims=True),
+    "hw-dropped": lambda x: tf.reduce_mean(x, axis=(1, 2)),
+    "last": lambda x: tf.reduce_mean(x, axis=-1),
+    "all": lambda x: tf.reduce_mean(x, axis=(0, 1, 2, 3)),
 }
 
 
-@pytest.mark.parametrize("name", sorted(REDUCTIONS))
-def test_reduction_int8_matches_default_kernels(name):
-    """Known gap: ai-edge-litert 2.3's reference MEAN/SUM use an integer algorithm numlite does
-    not reproduce yet (MEAN within one quantum of it); numlite follows LiteRT's default kernels
-    bit for bit instead."""
-    model = quantized_model(REDUCTIONS[name], X4, f"reduce-{name}")
-    assert_op_quantized(model, name.split("-")[0], np.int8)
-    inputs = integer_inputs(model)
-    default = run_interpreter(LiteRTInterpreter(model_content=model), inputs)
-    ours = run_interpreter(numlite.Interpreter(model_content=model), inputs)
-    np.testing.assert_array_equal(ours[0], default[0])
+@pytest.mark.parametrize("int16", [False, True], ids=["int8", "int16"])
+@pytest.mark.parametrize("name", sorted(MEANS))
+def test_mean(name, int16):
+    """LiteRT's reference mean is all-integer (1 / count folded into the multiplier); its default
+    kernels rescale int8 through float, or (H, W of 4-D int8) another integer path: one quantum
+    apart at most."""
+    model = quantized_model(MEANS[name], X4, f"mean-{name}", int16)
+    assert_op_quantized(model, "MEAN", np.int16 if int16 else np.int8)
+    for seed in (1, 2):
+        assert_matches_reference(model, integer_inputs(model, seed))
+
+
+SUMS = {
+    "one-axis": lambda x: tf.reduce_sum(x, axis=(1,)),
+    "last": lambda x: tf.reduce_sum(x, axis=-1),
+}
+
+
+def run_sum(model, inputs, resolver=None):
+    kwargs = {} if resolver is None else {"experimental_op_resolver_type": resolver}
+    return run_interpreter(LiteRTInterpreter(model_content=model, **kwargs), inputs)[0]
+
+
+@pytest.mark.parametrize("name", sorted(SUMS))
+def test_sum_int8_follows_default_kernels(name):
+    """The converter gives SUM another output scale: LiteRT's default kernel rescales the int32
+    sum through float and saturates; numlite does the same, bit for bit (inputs shifted up or
+    down make many sums saturate).
+
+    Known LiteRT defect, not matched: ai-edge-litert 2.3's BUILTIN_REF SUM returns erratic
+    values here (measured: up to 206 quanta from the default kernels, on 69 of 70 outputs for
+    "one-axis"); see test_sum_int16_is_the_saturated_integer_sum for the evidence."""
+    model = quantized_model(SUMS[name], X4, f"sum-{name}")
+    assert_op_quantized(model, "SUM", np.int8)
+    for seed, shift in ((1, 0), (2, 90), (3, -90)):
+        x = integer_inputs(model, seed)[0]
+        inputs = [np.clip(x.astype(np.int16) + shift, -128, 127).astype(np.int8)]
+        ours = run_interpreter(numlite.Interpreter(model_content=model), inputs)[0]
+        np.testing.assert_array_equal(ours, run_sum(model, inputs))
+
+
+def test_sum_int16_is_the_saturated_integer_sum():
+    """16x8 SUM keeps the input's quantization: the result is the int32 sum saturated to int16,
+    as LiteRT's default kernels compute it (and NumPy, independently). LiteRT 2.3's reference
+    kernel does not: an all-zero input sums to zeros there, but one nonzero element makes
+    unrelated outputs nonzero, which no reduction does (its values vary between processes:
+    it reads memory it did not write)."""
+    model = quantized_model(SUMS["one-axis"], X4, "sum-one-axis", int16=True)
+    assert_op_quantized(model, "SUM", np.int16)
+    x = integer_inputs(model, 1)[0]
+    expected = np.clip(x.astype(np.int64).sum(axis=1), -32768, 32767).astype(np.int16)
+    ours = run_interpreter(numlite.Interpreter(model_content=model), [x])[0]
+    np.testing.assert_array_equal(ours, expected)
+    np.testing.assert_array_equal(run_sum(model, [x]), expected)
+
+    impulse = np.zeros_like(x)
+    impulse[0, 0, 0, 0] = 7
+    ours = run_interpreter(numlite.Interpreter(model_content=model), [impulse])[0]
+    assert ours[0, 0, 0] == 7 and np.count_nonzero(ours) == 1
+    reference = run_sum(model, [impulse], OpResolverType.BUILTIN_REF)
+    assert reference[0, 0, 0] == 7 and np.count_nonzero(reference) > 1, "LiteRT's reference SUM was fixed: match it"
 
 
 # -- details ----------------------------------------------------------------------------------

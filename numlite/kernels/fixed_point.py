@@ -171,3 +171,101 @@ def activation_range(fused_activation: int, scale: float, zero_point: int, dtype
     if fused_activation == _RELU_N1_TO_1:
         return max(qmin, quantize(-1.0)), min(qmax, quantize(1.0))
     return qmin, qmax
+
+
+# ----------------------------------------------------------------------------- gemmlowp fixed point
+# Values below are raw int32 of gemmlowp's FixedPoint<int32, IntegerBits>: the real value is
+# ``raw / 2**(31 - IntegerBits)``. Sums wrap as C++ int32 addition does; products are
+# SaturatingRoundingDoublingHighMul.
+
+
+def wrapping_add(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
+    """int32 ``a + b`` wrapping on overflow (gemmlowp's plain Add)."""
+    return _wrap_int32(np.asarray(a).astype(np.int64) + np.asarray(b).astype(np.int64))
+
+
+def saturating_rounding_multiply_by_pot(x: np.ndarray, exponent: int) -> np.ndarray:
+    """gemmlowp's SaturatingRoundingMultiplyByPOT on int32: a saturating left shift for a
+    positive ``exponent``, a rounding right shift (halves away from zero) for a negative one."""
+    if exponent == 0:
+        return np.asarray(x).astype(np.int32)
+    if exponent < 0:
+        return rounding_divide_by_pot(x, -exponent)
+    x64 = np.asarray(x).astype(np.int64)
+    threshold = (1 << (31 - exponent)) - 1
+    shifted = np.where(x64 > threshold, INT32_MAX, x64 << exponent)
+    return np.where(x64 < -threshold, INT32_MIN, shifted).astype(np.int32)
+
+
+def rescale(x: np.ndarray, src_integer_bits: int, dst_integer_bits: int) -> np.ndarray:
+    """gemmlowp's Rescale: the same real value with another number of integer bits."""
+    return saturating_rounding_multiply_by_pot(x, src_integer_bits - dst_integer_bits)
+
+
+def _q31_constant(value: float) -> int:
+    """A Q0.31 constant as gemmlowp spells them: ``value * 2**31`` rounded to nearest."""
+    return int(round(value * (1 << 31)))
+
+
+_EXP_MINUS_ONE_EIGHTH = _q31_constant(math.exp(-1.0 / 8.0))
+_ONE_THIRD = _q31_constant(1.0 / 3.0)
+# exp(-2**k) for the barrel shifter of exp_on_negative_values, k = -2..4
+_EXP_MINUS_POWERS_OF_TWO = {k: _q31_constant(math.exp(-(2.0**k))) for k in range(-2, 5)}
+_48_OVER_17_Q2 = int(round(48.0 / 17.0 * (1 << 29)))
+_MINUS_32_OVER_17_Q2 = int(round(-32.0 / 17.0 * (1 << 29)))
+
+
+def _exp_on_interval_minus_quarter_to_zero(a: np.ndarray) -> np.ndarray:
+    """exp(a) for Q0.31 ``a`` in [-1/4, 0): a Taylor expansion around -1/8."""
+    srdhm = saturating_rounding_doubling_high_mul
+    x = wrapping_add(a, 1 << 28)  # a + 1/8
+    x2 = srdhm(x, x)
+    x3 = srdhm(x2, x)
+    x4 = srdhm(x2, x2)
+    x4_over_4 = rounding_divide_by_pot(x4, 2)
+    poly = rounding_divide_by_pot(wrapping_add(srdhm(wrapping_add(x4_over_4, x3), _ONE_THIRD), x2), 1)
+    return wrapping_add(_EXP_MINUS_ONE_EIGHTH, srdhm(_EXP_MINUS_ONE_EIGHTH, wrapping_add(x, poly)))
+
+
+def exp_on_negative_values(a: np.ndarray, integer_bits: int) -> np.ndarray:
+    """gemmlowp's exp_on_negative_values: exp of raw int32 ``a`` (<= 0, ``integer_bits``
+    integer bits) as a Q0.31 raw value. The input splits into a remainder in [-1/4, 0),
+    expanded as a polynomial, and a sum of powers of two, each a constant factor."""
+    a = np.asarray(a).astype(np.int32)
+    fractional_bits = 31 - integer_bits
+    quarter = 1 << (fractional_bits - 2)
+    a_mod_quarter_minus_quarter = wrapping_add(a & np.int32(quarter - 1), -quarter)
+    result = _exp_on_interval_minus_quarter_to_zero(rescale(a_mod_quarter_minus_quarter, integer_bits, 0))
+    remainder = wrapping_add(a_mod_quarter_minus_quarter, -a.astype(np.int64))
+    for k, multiplier in _EXP_MINUS_POWERS_OF_TWO.items():
+        if integer_bits > k:
+            bit = (remainder.astype(np.int64) >> (fractional_bits + k)) & 1
+            result = np.where(bit == 1, saturating_rounding_doubling_high_mul(result, multiplier), result)
+    if integer_bits > 5:  # below -32 the result is zero
+        result = np.where(a < -(1 << (36 - integer_bits)), 0, result)
+    return np.where(a == 0, np.int32(INT32_MAX), result).astype(np.int32)
+
+
+def rounding_half_sum(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
+    """gemmlowp's RoundingHalfSum on int32: ``(a + b) / 2`` rounded half away from zero."""
+    total = np.asarray(a).astype(np.int64) + np.asarray(b).astype(np.int64)
+    nudged = total + np.where(total >= 0, 1, -1)
+    return np.where(nudged >= 0, nudged // 2, -((-nudged) // 2)).astype(np.int32)  # C division
+
+
+def one_over_one_plus_x_for_x_in_0_1(a: np.ndarray) -> np.ndarray:
+    """gemmlowp's 1 / (1 + a) for Q0.31 ``a`` in [0, 1): Newton-Raphson division, three steps."""
+    srdhm = saturating_rounding_doubling_high_mul
+    half_denominator = rounding_half_sum(a, INT32_MAX)  # Q0.31
+    x = wrapping_add(_48_OVER_17_Q2, srdhm(half_denominator, _MINUS_32_OVER_17_Q2))  # Q2.29
+    for _ in range(3):
+        one_minus_half_denominator_times_x = wrapping_add(1 << 29, -srdhm(half_denominator, x).astype(np.int64))
+        x = wrapping_add(x, rescale(srdhm(x, one_minus_half_denominator_times_x), 4, 2))
+    return rescale(x, 1, 0)  # x / 2, read as Q1.30, to Q0.31
+
+
+def count_leading_zeros32(x: np.ndarray) -> np.ndarray:
+    """Leading zero bits of int32 values read as uint32 (32 for zero)."""
+    u = np.asarray(x).astype(np.int64) & 0xFFFFFFFF
+    _, exponent = np.frexp(u.astype(np.float64))  # exact: u < 2**53
+    return np.where(u == 0, 32, 32 - exponent).astype(np.int64)

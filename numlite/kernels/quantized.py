@@ -75,6 +75,7 @@ class QuantizedKernel(Kernel):
 
 
 def _clamp_into(values: np.ndarray, low: int, high: int, out: np.ndarray) -> None:
+    values = np.asarray(values)  # NumPy arithmetic on 0-d arrays returns scalars
     np.clip(values, low, high, out=values)
     np.copyto(out, values, casting="unsafe")
 
@@ -214,13 +215,21 @@ class QuantizedUnary(QuantizedKernel):
         raise NotImplementedError
 
 
-class QuantizedReluX(QuantizedUnary):
-    """``clamp(zo + M * (x - z))`` to the quantized [low, high] of the activation."""
+def _expect_symmetric_int16(kernel: QuantizedKernel, z: int, zo: int, dtype: np.dtype) -> None:
+    if dtype == INT16 and (z or zo):
+        raise kernel.fail("int16 quantized input and output need zero points of 0")
 
+
+class QuantizedReluX(QuantizedUnary):
+    """``clamp(zo + M * (x - z))`` to the quantized [low, high] of the activation (int16 too,
+    for RELU and RELU6 as LiteRT)."""
+
+    dtypes = (INT8, UINT8, INT16)
     low: float = 0.0
     high: float = np.inf
 
     def setup(self, s, z, so, zo, dtype):
+        _expect_symmetric_int16(self, z, zo, dtype)
         self.z, self.zo = z, zo
         self.mult, self.shift = quantize_multiplier(float(s / so))  # a float division in LiteRT
         qmin, qmax = self.range
@@ -245,15 +254,19 @@ class QuantizedRelu6(QuantizedReluX):
 
 @register("RELU_N1_TO_1", quantized=True)
 class QuantizedReluN1To1(QuantizedReluX):
+    dtypes = EIGHT_BIT  # LiteRT has no int16 form
     low, high = -1.0, 1.0
 
 
 @register("LEAKY_RELU", quantized=True)
 class QuantizedLeakyRelu(QuantizedUnary):
     """Identity multiplier for ``x >= zp``, ``alpha`` multiplier below (float products as in
-    LiteRT's prepare)."""
+    LiteRT's prepare); int16 too."""
+
+    dtypes = (INT8, UINT8, INT16)
 
     def setup(self, s, z, so, zo, dtype):
+        _expect_symmetric_int16(self, z, zo, dtype)
         self.z, self.zo = z, zo
         alpha = F32(getattr(self.options, "alpha", 0.0) or 0.0)
         self.alpha = quantize_multiplier(float(s * alpha / so))
@@ -291,26 +304,125 @@ def _tanh_f32(x: np.ndarray) -> np.ndarray:
     return np.tanh(x.astype(np.float64)).astype(F32)
 
 
-class QuantizedLut(QuantizedUnary):
-    """8-bit activations computed through a 256-entry table built at prepare."""
+# LiteRT's table of 65536 * sigmoid(i / 24), i = 0..255, as its int16 LOGISTIC and TANH read it.
+# Some entries differ by one from exact rounding (and the last is saturated), so exactness needs
+# the very values rather than a formula.
+_SIGMOID_TABLE_UINT16 = np.array(
+    [
+        32768, 33451, 34133, 34813, 35493, 36169, 36843, 37513, 38180, 38841, 39498, 40149, 40794, 41432,
+        42064, 42688, 43304, 43912, 44511, 45102, 45683, 46255, 46817, 47369, 47911, 48443, 48964, 49475,
+        49975, 50464, 50942, 51409, 51865, 52311, 52745, 53169, 53581, 53983, 54374, 54755, 55125, 55485,
+        55834, 56174, 56503, 56823, 57133, 57433, 57724, 58007, 58280, 58544, 58800, 59048, 59288, 59519,
+        59743, 59959, 60168, 60370, 60565, 60753, 60935, 61110, 61279, 61441, 61599, 61750, 61896, 62036,
+        62172, 62302, 62428, 62549, 62666, 62778, 62886, 62990, 63090, 63186, 63279, 63368, 63454, 63536,
+        63615, 63691, 63765, 63835, 63903, 63968, 64030, 64090, 64148, 64204, 64257, 64308, 64357, 64405,
+        64450, 64494, 64536, 64576, 64614, 64652, 64687, 64721, 64754, 64786, 64816, 64845, 64873, 64900,
+        64926, 64950, 64974, 64997, 65019, 65039, 65060, 65079, 65097, 65115, 65132, 65149, 65164, 65179,
+        65194, 65208, 65221, 65234, 65246, 65258, 65269, 65280, 65291, 65301, 65310, 65319, 65328, 65337,
+        65345, 65352, 65360, 65367, 65374, 65381, 65387, 65393, 65399, 65404, 65410, 65415, 65420, 65425,
+        65429, 65433, 65438, 65442, 65445, 65449, 65453, 65456, 65459, 65462, 65465, 65468, 65471, 65474,
+        65476, 65479, 65481, 65483, 65485, 65488, 65489, 65491, 65493, 65495, 65497, 65498, 65500, 65501,
+        65503, 65504, 65505, 65507, 65508, 65509, 65510, 65511, 65512, 65513, 65514, 65515, 65516, 65517,
+        65517, 65518, 65519, 65520, 65520, 65521, 65522, 65522, 65523, 65523, 65524, 65524, 65525, 65525,
+        65526, 65526, 65526, 65527, 65527, 65528, 65528, 65528, 65529, 65529, 65529, 65529, 65530, 65530,
+        65530, 65530, 65531, 65531, 65531, 65531, 65531, 65532, 65532, 65532, 65532, 65532, 65532, 65533,
+        65533, 65533, 65533, 65533, 65533, 65533, 65533, 65534, 65534, 65534, 65534, 65534, 65534, 65534,
+        65534, 65534, 65534, 65535,
+    ],
+    np.int64,
+)
 
+
+def _checked_log2(x: np.float32) -> tuple[int, bool]:
+    """CheckedLog2 in float: the rounded log2 of ``x`` and whether ``x`` is a power of two."""
+    log2 = F32(np.log(F32(x))) * (F32(1) / F32(np.log(F32(2))))
+    rounded = F32(round_half_away(log2))
+    return int(rounded), bool(abs(F32(log2 - rounded)) < F32(1e-3))
+
+
+def _interpolate_sigmoid(magnitude: np.ndarray, fraction_bits: int) -> np.ndarray:
+    """The table read at ``magnitude / 2**fraction_bits``, linearly interpolated in
+    ``fraction_bits`` bits, saturated past the table's end (uint32 arithmetic as LiteRT)."""
+    high = magnitude >> fraction_bits
+    inside = np.minimum(high, 254)
+    low_value = _SIGMOID_TABLE_UINT16[inside]
+    step = _SIGMOID_TABLE_UINT16[inside + 1] - low_value
+    interpolated = (low_value << fraction_bits) + (magnitude & ((1 << fraction_bits) - 1)) * step
+    return np.where(high >= 255, np.int64(-1), interpolated)  # -1: saturated, the caller's constant
+
+
+class QuantizedLut(QuantizedUnary):
+    """8-bit activations computed through a 256-entry table built at prepare; int16 ones (zero
+    points 0, output scale 2**-15) by LiteRT's fixed-point interpolation in its sigmoid table,
+    the input first rescaled to units of 1 / (3 * 4096) (``(x * multiplier) >> shift``)."""
+
+    dtypes = (INT8, UINT8, INT16)
     transform = None
+    # LOGISTIC accepts a power-of-two input scale as is only at shift 0, TANH also at 1
+    power_of_two_shifts: tuple = (0,)
 
     def setup(self, s, z, so, zo, dtype):
-        self.table = _lut_8bit(dtype, s, z, so, zo, type(self).transform)
+        if dtype == INT16:
+            self._setup_int16(s, z, so, zo)
+        else:
+            self.table = _lut_8bit(dtype, s, z, so, zo, type(self).transform)
+
+    def _setup_int16(self, s, z, so, zo) -> None:
+        _expect_symmetric_int16(self, z, zo, INT16)
+        log2_out, pot_out = _checked_log2(so)
+        if not pot_out or log2_out != -15:
+            raise self.fail(f"int16 output scale must be 2**-15, got {so}")
+        log2_in, pot = _checked_log2(s)
+        shift = 12 + log2_in  # (15 - 3 integer bits) + log2(scale)
+        if pot and shift in self.power_of_two_shifts:
+            self.multiplier, self.shift = 3 << shift, 0
+            return
+        multiplier = float(s) * 4096.0 * 3.0  # double, as LiteRT's prepare
+        shift = 0
+        while multiplier <= 32767.0 / 2.0 and shift <= 30:
+            shift += 1
+            multiplier *= 2.0
+        self.multiplier, self.shift = int(multiplier), shift
+
+    def rescaled_int16(self, x: np.ndarray) -> np.ndarray:
+        rounding = (1 << (self.shift - 1)) if self.shift > 0 else 0
+        # int32 arithmetic in LiteRT: |x| * multiplier stays below 2**31 by construction
+        return (x.astype(np.int64) * self.multiplier + rounding) >> self.shift
 
     def eval(self, ins, outs):
-        np.take(self.table, ins[0].view(np.uint8), out=outs[0])
+        if ins[0].dtype == INT16:
+            outs[0][...] = self.eval_int16(self.rescaled_int16(ins[0]))
+        else:
+            np.take(self.table, ins[0].view(np.uint8), out=outs[0])
+
+    def eval_int16(self, x: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
 
 
 @register("LOGISTIC", quantized=True)
 class QuantizedLogistic(QuantizedLut):
     transform = staticmethod(_sigmoid_f32)
 
+    def eval_int16(self, x):
+        """sigmoid(|x|) from the table (9 interpolation bits: the input's 7 fraction bits and the
+        table's 1/4 step), mirrored to 1 - sigmoid for negative x, in Q0.15."""
+        result = _interpolate_sigmoid(np.abs(x), 9)
+        result = np.where(result < 0, np.int64(0x7FFF << 10), result)
+        result = np.where(x >= 0, result + (1 << 9), (1 << 25) - result + (1 << 9) - 1)
+        return (result >> 10).astype(np.int16)
+
 
 @register("TANH", quantized=True)
 class QuantizedTanh(QuantizedLut):
     transform = staticmethod(_tanh_f32)
+    power_of_two_shifts = (0, 1)
+
+    def eval_int16(self, x):
+        """tanh(x) = 2 sigmoid(2x) - 1: the same table read with 8 interpolation bits."""
+        result = _interpolate_sigmoid(np.abs(x), 8)
+        result = np.where(result < 0, np.int64(0xFFFF << 8), result)
+        result = np.where(x >= 0, result - (1 << 23) + (1 << 7), -result + (1 << 23) + (1 << 7) - 1)
+        return (result >> 8).astype(np.int16)
 
 
 def _downscale_int16(m: int) -> int:
@@ -484,10 +596,9 @@ class QuantizedAveragePool2D(QuantizedPool2D):
 # ----------------------------------------------------------------------------- MEAN / SUM
 
 
-def _c_divide(numerator: np.ndarray, divisor: int) -> np.ndarray:
-    """C's integer division, truncating toward zero."""
-    q = np.abs(numerator) // divisor
-    return np.where(numerator < 0, -q, q)
+def _wrap32(values: np.ndarray) -> np.ndarray:
+    """int64 values narrowed to int32 with two's-complement wrap (C++ int arithmetic)."""
+    return values.astype(np.int32)
 
 
 class QuantizedReducer(QuantizedKernel):
@@ -516,59 +627,50 @@ class QuantizedReducer(QuantizedKernel):
     def plan(self, x: TensorInfo) -> None:
         pass
 
-    def sums(self, x: np.ndarray, offset: int = 0) -> np.ndarray:
+    def sums(self, x: np.ndarray) -> np.ndarray:
         """int32 sums over the axes (LiteRT accumulates in int32), shaped as the output."""
-        values = x.astype(np.int32)
-        if offset:
-            values -= np.int32(offset)
-        total = np.sum(values, axis=self.axes, dtype=np.int64, keepdims=self.keep_dims)
-        return total.astype(np.int32)  # int32 accumulator: wraps as in C++
-
-    def float_rescale(self, sums: np.ndarray, mean: bool) -> np.ndarray:
-        """QuantizedMeanOrSum's float path: ``round(value * scale + bias) + zo``."""
-        scale = self.s / self.so  # float division
-        n = F32(self.count)
-        if mean:
-            bias = F32(-self.z) * scale
-            value = sums.astype(F32) / n
-        else:
-            bias = F32(-self.z) * scale * n
-            value = sums.astype(F32)
-        return round_half_away(value * scale + bias)
+        total = np.sum(x, axis=self.axes, dtype=np.int64, keepdims=self.keep_dims)
+        return _wrap32(total)
 
 
 @register("MEAN", quantized=True)
 class QuantizedMean(QuantizedReducer):
-    """LiteRT's three reference paths: the H and W mean of a 4-D tensor (integer multiplier),
-    equal input and output parameters (integer sum divided, truncating), and the general
-    float rescale."""
+    """LiteRT's reference QuantizedMeanOrSum, all in integers: the int32 sum less ``count``
+    input zero points, times ``s / so`` folded with ``1 / count`` into one multiplier (the
+    multiplier shifted left by floor(log2(count)), at most 32 and at most ``31 + shift``, then
+    divided by ``count``), plus the output zero point, saturated. LiteRT's default kernels
+    rescale through float (and a special integer path for the H, W mean of 4-D int8); they
+    differ from this by at most one quantum."""
 
     def plan(self, x):
-        self.hw = self.keep_dims and x.ndim == 4 and sorted(self.axes) == [1, 2] and len(self.axes) == 2
-        self.same = (self.s, self.z) == (self.so, self.zo)
-        self.mult, self.shift = quantize_multiplier(float(self.s) / float(self.so))
+        mult, shift = quantize_multiplier(float(self.s) / float(self.so))  # double division
+        mult, shift = int(mult), int(shift)
+        if self.count > 0:
+            extra = min(self.count.bit_length() - 1, 32, 31 + shift)
+            mult = (mult << extra) // self.count  # int64 division of positive values
+            shift -= extra
+        self.mult, self.shift = mult, shift
 
     def eval(self, ins, outs):
         x, out = ins[0], outs[0]
         if x.size == 0:
             out.fill(0)
             return
-        if self.hw:
-            acc = mbqm(self.sums(x, self.z), self.mult, self.shift).astype(np.int64)
-            half = self.count // 2
-            acc = _c_divide(np.where(acc > 0, acc + half, acc - half), self.count) + self.zo
-        elif self.same:
-            acc = _c_divide(self.sums(x).astype(np.int64), self.count)
-        else:
-            acc = np.clip(self.float_rescale(self.sums(x), True) + F32(self.zo), *self.range).astype(np.int64)
-        _clamp_into(acc.reshape(out.shape), *self.range, out)
+        shifted = _wrap32(self.sums(x).astype(np.int64) - self.z * self.count)
+        values = mbqm(shifted, self.mult, self.shift).astype(np.int64) + self.zo
+        _clamp_into(values.reshape(out.shape), *self.range, out)
 
 
 @register("SUM", quantized=True)
 class QuantizedSum(QuantizedReducer):
-    """8-bit SUM with other output parameters rescales through float (no saturation: the
-    result is narrowed, wrapping, as LiteRT's kernel does); with equal parameters the int32
-    sum saturates to the type."""
+    """LiteRT's default SUM kernel: with other output parameters, 8-bit sums rescale through
+    float, ``round(sum * s / so - z * s / so * count) + zo``; with equal parameters the result
+    is the int32 sum itself. Either saturates to the type.
+
+    Not the reference kernel: ai-edge-litert 2.3's BUILTIN_REF SUM of int8/int16 tensors gives
+    erratic values (an all-zero int16 input sums to 0, the same input with one nonzero element
+    gives -23105 in unrelated outputs; tests/test_quantized_ops.py shows it), so numlite follows
+    the default kernels bit for bit."""
 
     def plan(self, x):
         self.same = (self.s, self.z) == (self.so, self.zo)
@@ -581,5 +683,7 @@ class QuantizedSum(QuantizedReducer):
         if self.same:  # LiteRT's default kernel saturates the sum
             _clamp_into(sums.reshape(out.shape).astype(np.int64), *self.range, out)
             return
-        value = self.float_rescale(sums, False).astype(np.int64) + self.zo
-        out[...] = value.reshape(out.shape).astype(np.int32).astype(self.dtype)
+        scale = self.s / self.so  # float division, float arithmetic
+        bias = F32(-self.z) * scale * F32(self.count)
+        value = round_half_away(sums.astype(F32) * scale + bias).astype(np.int64) + self.zo
+        _clamp_into(value.reshape(out.shape), *self.range, out)
