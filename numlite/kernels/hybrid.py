@@ -77,7 +77,13 @@ def symmetric_quantize(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nda
 
 def asymmetric_quantize(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each row to int8 with its own scale and zero point, as AsymmetricQuantizeFloats: the
-    range [min(0, lo), max(0, hi)] in double, a nudged zero point, values rounded in float32."""
+    range [min(0, lo), max(0, hi)] in double, a nudged zero point (rounded half away from zero),
+    values scaled and rounded in float32 and only then offset by the zero point and clamped.
+
+    The order matters at ties: LiteRT (2.3, reference and default kernels alike) gives
+    ``zp + round(x / scale)``, not ``round(zp + x / scale)``; the two differ by one step when
+    ``x / scale`` is exactly a half and the signs of ``x`` and ``zp + x / scale`` differ (an
+    input of values k / 127.5 over [-2, 2] hits this on every row)."""
     lo = np.minimum(rows.min(axis=1), 0).astype(np.float64) if rows.shape[1] else np.zeros(rows.shape[0])
     hi = np.maximum(rows.max(axis=1), 0).astype(np.float64) if rows.shape[1] else np.zeros(rows.shape[0])
     flat = lo == hi
@@ -89,7 +95,7 @@ def asymmetric_quantize(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nd
     zp = np.where(flat, 0, zp)
     scale32 = np.where(flat, np.float32(1), scale.astype(F32)).astype(F32)
     inverse = (np.float32(1) / scale32).astype(F32)
-    q = round_half_away((zp[:, None].astype(F32) + (rows * inverse[:, None]).astype(F32)).astype(F32))
+    q = zp[:, None] + round_half_away((rows * inverse[:, None]).astype(F32)).astype(np.int64)
     q = np.where(flat[:, None], 0, np.clip(q, -128, 127)).astype(np.float64)
     return q, scale32, zp
 

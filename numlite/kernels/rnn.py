@@ -40,6 +40,7 @@ from typing import Sequence
 import numpy as np
 
 from numlite.kernels.base import Kernel, Spec, TensorInfo, register, scratch
+from numlite.kernels.hybrid import asymmetric_quantize, symmetric_quantize
 
 FLOAT = np.dtype(np.float32)
 LN_EPSILON = np.float32(1e-8)  # LiteRT's MeanStddevNormalization constant
@@ -97,8 +98,16 @@ def _check_float(kernel: Kernel, ins: Sequence[TensorInfo | None]) -> None:
         if t is not None and t.dtype != FLOAT:
             raise kernel.fail(
                 f"input {t.name!r} has dtype {t.dtype.name}; only float32 is supported"
-                " (quantized and hybrid recurrent ops are not implemented)"
+                " (hybrid int8-weight LSTMs run as UNIDIRECTIONAL_SEQUENCE_LSTM only; fully quantized"
+                " recurrent ops are not implemented)"
             )
+
+
+def _is_hybrid(ins: Sequence[TensorInfo | None], weights: int) -> bool:
+    """Float input with integer weights (the dynamic-range form), judged on the weights at
+    ``weights`` (input-to-forget for an LSTM, always present)."""
+    w, x = _get(ins, weights), ins[0]
+    return x is not None and x.dtype == FLOAT and w is not None and w.dtype.kind in "iu"
 
 
 def _check_state(kernel: Kernel, ins: Sequence[TensorInfo | None], index: int, elements: int, what: str) -> None:
@@ -376,11 +385,15 @@ class LstmDirection:
         if w.projection is None:
             h[...] = output
         else:
-            np.matmul(output, w.projection, out=h)
-            if w.projection_bias is not None:
-                h += w.projection_bias
+            self.project(output, h, w)
             _clip(h, params.proj_clip)
         return h
+
+    def project(self, output: np.ndarray, h: np.ndarray, w: LstmWeights) -> None:
+        """``h = W_p output + b_p`` (before the projection clip)."""
+        np.matmul(output, w.projection, out=h)
+        if w.projection_bias is not None:
+            h += w.projection_bias
 
 
 def _layer_norm(v: np.ndarray, coefficients: np.ndarray, bias: np.ndarray) -> None:
@@ -412,6 +425,129 @@ def _lstm_params(kernel: Kernel) -> LstmParams:
     return LstmParams(code, np.float32(cell_clip), np.float32(proj_clip))
 
 
+# ----------------------------------------------------------------------------- hybrid LSTM
+
+
+@dataclass
+class HybridLstmWeights(LstmWeights):
+    """A hybrid direction's weights: the int8 matrices as exact float64 matmul operands, each
+    column's weight scale beside them (a gate's block shares its tensor's one scale), the
+    peephole vectors already dequantized (LiteRT recovers them so, in float32)."""
+
+    input_scale: np.ndarray | None = None  # [G * n_cell] float32
+    aux_scale: np.ndarray | None = None
+    recurrent_scale: np.ndarray | None = None
+    projection_scale: np.ndarray | None = None  # [n_output]
+
+
+class HybridLstmDirection(LstmDirection):
+    """One direction of a dynamic-range LSTM (int8 weights with one scale each, float32
+    activations, biases, layer-norm coefficients and states), as LiteRT's EvalHybrid.
+
+    Each gate starts from its bias (zero with layer norm), then adds, in this order, one term per
+    weight matrix: the vector it multiplies (the input, the aux input, the output state ``h``)
+    quantized per batch row to int8 (symmetrically, or with a zero point under
+    ``asymmetric_quantize_inputs``), its exact integer dot product with the weights, as float32
+    times ``row_scale * weight_scale``. Then the peephole term (int8 weights times their scale,
+    times ``c``), layer norm and activations as in the float LSTM. The projection quantizes
+    ``o * act(c)`` the same way and adds its terms to the projection bias. Each addition rounds
+    to float32 as LiteRT's does; the input terms of every step are computed at once."""
+
+    def __init__(self, kernel: Kernel, ops: LstmOperands, asymmetric: bool) -> None:
+        super().__init__(kernel, ops, diagonal=False)
+        self.quantize = asymmetric_quantize if asymmetric else symmetric_quantize
+
+    def prepare(self, ins: Sequence[TensorInfo | None], n_input: int, batch: int, n_aux: int | None) -> None:
+        self.scales = self._check_types(ins)
+        super().prepare(ins, n_input, batch, n_aux)
+
+    def _check_types(self, ins) -> dict[int, np.float32]:
+        """int8 weights with one scale and zero point 0 (returns the scales by input index);
+        everything else float32."""
+        o, fail = self.ops, self.kernel.fail
+        quantized = [*o.input_to, *o.recurrent, *o.peephole, o.projection, *o.aux]
+        scales = {}
+        for index in quantized:
+            t = _get(ins, index)
+            if t is None:
+                continue
+            q = t.quantization
+            if t.dtype != np.int8 or q is None or q.scale is None or len(q.scale) != 1:
+                got = "no scale" if q is None or q.scale is None or len(q.scale) == 0 else f"{len(q.scale)} scales"
+                raise fail(f"hybrid LSTM weights {t.name!r} (input {index}) must be int8 with one scale"
+                           f" (per-tensor), got {t.dtype.name} with {got}")
+            if q.zero_point is not None and np.any(np.asarray(q.zero_point) != 0):
+                raise fail(f"hybrid LSTM weights {t.name!r} (input {index}) must be symmetric (zero point 0)")
+            scales[index] = np.float32(q.scale[0])
+        floats = [0, *o.bias, o.projection_bias, *o.layer_norm, o.output_state, o.cell_state]
+        for index in floats:
+            t = _get(ins, index)
+            if t is not None and t.dtype != FLOAT:
+                raise fail(f"{t.name!r} (input {index}) is {t.dtype.name}; a hybrid LSTM needs float32 there")
+        return scales
+
+    def stack(self, ins: Sequence) -> HybridLstmWeights:
+        value = lambda i: None if _get(ins, i) is None else np.asarray(getattr(ins[i], "value", ins[i]))  # noqa: E731
+        gates = range(1, 4) if self.cifg else range(4)
+        o, n = self.ops, self.n_cell
+
+        def matrix(idx):  # the gates' int8 blocks [G * n_cell, depth], transposed, and column scales
+            ints = np.concatenate([value(idx[k]) for k in gates], axis=0).astype(np.float64)
+            return np.ascontiguousarray(ints.T), np.repeat(np.array([self.scales[idx[k]] for k in gates], FLOAT), n)
+
+        def recovered(i):  # LiteRT's VectorScalarMultiply: scale * int8, in float32
+            return None if _get(ins, i) is None else self.scales[i] * value(i).astype(FLOAT)
+
+        floats = lambda i: None if _get(ins, i) is None else value(i).astype(FLOAT)  # noqa: E731
+        input_to, input_scale = matrix(o.input_to)
+        recurrent, recurrent_scale = matrix(o.recurrent)
+        aux, aux_scale = matrix(o.aux) if self.use_aux else (None, None)
+        projection = projection_scale = None
+        if _get(ins, o.projection) is not None:
+            projection = np.ascontiguousarray(value(o.projection).astype(np.float64).T)
+            projection_scale = np.full(self.n_output, self.scales[o.projection], FLOAT)
+        return HybridLstmWeights(
+            input_to=input_to, aux=aux, recurrent=recurrent,
+            bias=np.concatenate([floats(o.bias[k]) for k in gates]),
+            peephole=tuple(recovered(i) for i in o.peephole),
+            layer_norm=np.stack([floats(o.layer_norm[k]) for k in gates]) if self.layer_norm else None,
+            projection=projection, projection_bias=floats(o.projection_bias),
+            input_scale=input_scale, aux_scale=aux_scale, recurrent_scale=recurrent_scale,
+            projection_scale=projection_scale,
+        )
+
+    def product(self, rows: np.ndarray, weights: np.ndarray, column_scale: np.ndarray) -> np.ndarray:
+        """LiteRT's hybrid MatrixBatchVectorMultiplyAccumulate term for each row of ``rows``
+        [n, depth]: the row quantized, its exact dot products with the int8 ``weights`` as
+        float32, times ``row_scale * weight_scale`` (that product rounded first, as LiteRT)."""
+        q, scale, offset = self.quantize(rows)
+        dot = ((q - offset[:, None]) @ weights).astype(FLOAT)
+        return dot * (scale[:, None] * column_scale[None, :])
+
+    def run(self, ins: Sequence, x: np.ndarray, aux: np.ndarray | None, out: np.ndarray, columns: slice,
+            reverse: bool, params: "LstmParams", gates: np.ndarray) -> None:
+        w = self.weights if self.weights is not None else self.stack(ins)
+        h = ins[self.ops.output_state].reshape(-1, self.n_output)
+        c = ins[self.ops.cell_state].reshape(-1, self.n_cell)
+        steps, batch = x.shape[0], x.shape[1]
+        if steps == 0 or batch == 0:
+            return
+        flat = gates.reshape(steps * batch, -1)
+        flat[...] = 0 if w.layer_norm is not None else w.bias  # with layer norm the bias comes after it
+        flat += self.product(x.reshape(steps * batch, -1), w.input_to, w.input_scale)
+        if w.aux is not None:
+            flat += self.product(aux.reshape(steps * batch, -1), w.aux, w.aux_scale)
+        with np.errstate(over="ignore"):
+            for t in (range(steps - 1, -1, -1) if reverse else range(steps)):
+                g = gates[t]
+                g += self.product(h, w.recurrent, w.recurrent_scale)
+                out[t, :, columns] = self.step(g, h, c, w, params)
+
+    def project(self, output: np.ndarray, h: np.ndarray, w: LstmWeights) -> None:
+        h[...] = 0 if w.projection_bias is None else w.projection_bias
+        h += self.product(output, w.projection, w.projection_scale)
+
+
 @register("UNIDIRECTIONAL_SEQUENCE_LSTM")
 class UnidirectionalSequenceLstm(Kernel):
     """An LSTM over a sequence [batch, time, input] (or [time, batch, input] when time_major):
@@ -423,11 +559,18 @@ class UnidirectionalSequenceLstm(Kernel):
         self.expect_inputs(ins, 20, 24)
         if len(ins) not in (20, 24):
             raise self.fail(f"expects 20 or 24 inputs, got {len(ins)}")
-        _check_float(self, ins)
         self.params = _lstm_params(self)
         self.time_major = bool(self.options.time_major)
         diagonal = bool(getattr(self.options, "diagonal_recurrent_tensors", False))
-        self.lstm = LstmDirection(self, _lstm_operands(1, 18, 20 if len(ins) == 24 else -1), diagonal)
+        operands = _lstm_operands(1, 18, 20 if len(ins) == 24 else -1)
+        if _is_hybrid(ins, operands.input_to[1]):
+            if diagonal:
+                raise self.fail("a hybrid (int8-weight) LSTM cannot have diagonal recurrent weights")
+            asymmetric = bool(getattr(self.options, "asymmetric_quantize_inputs", False))
+            self.lstm = HybridLstmDirection(self, operands, asymmetric)
+        else:
+            _check_float(self, ins)
+            self.lstm = LstmDirection(self, operands, diagonal)
         steps, batch, n_input = _sequence_dims(self, ins[0], self.time_major)
         self.lstm.prepare(ins, n_input, batch, None)
         self.gates = scratch((steps, batch, self.lstm.bias_width()), FLOAT)
