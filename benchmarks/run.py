@@ -1,14 +1,18 @@
-"""Time numlite against LiteRT on Keras models converted by the official converter.
+"""Time numlite against LiteRT on a fixed suite of models made by the official converter.
 
-    python benchmarks/run.py [--models mobilenetv2,resnet50,efficientnetb0,mlp,smallcnn]
-                             [--runs N] [--warmup N] [--threads N] [--seed N] [--json out.json]
+    python benchmarks/run.py [--models mobilenetv2,resnet50,...] [--runs N] [--warmup N]
+                             [--threads 1,2] [--seed N] [--json out.json] [--no-memory]
 
-Each model is built with Keras (random weights, ``weights=None``), converted with
-``tf.lite.TFLiteConverter`` and cached under ``benchmarks/.cache/``. Both interpreters then run
-in this one process on the same seeded input: both are warmed up, then their invokes alternate
-and the medians are reported, with the arena sizes and the largest output difference, as a
-Markdown table (see benchmarks/README.md for the columns). A model numlite cannot run yet gets
-its error in its row; nothing here asserts anything.
+The suite (see ``SUITE`` and benchmarks/README.md): three Keras applications with batch-norm
+statistics calibrated on random images (``benchmarks/convert.py``'s builders), an MLP, a small
+CNN, a Keras 3 LSTM (the official converter's WHILE loop, and numlite's fused conversion), and
+``benchmarks/control_flow.py``'s loop models (a 1000-iteration WHILE, a matmul loop, nested
+control flow). Each model is built with TensorFlow on first use and cached under
+``benchmarks/.cache/``. For every thread count, numlite (``num_threads``: the BLAS pool) and
+LiteRT (``num_threads``, XNNPACK) run in this one process on the same input, warmed up, then
+invoked alternately; medians are reported with numlite's arena, a LiteRT memory estimate, the
+per-invoke Python overhead (kernels stubbed) and the output difference, as a Markdown table and
+optionally JSON (``numlite.benchmark`` does the measuring). Nothing here asserts anything.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -29,13 +34,14 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np
 
 import numlite
-from numlite.errors import UnsupportedOperatorError
+import numlite.benchmark
 from numlite.kernels import KERNELS
 from numlite.model import read_model_file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:  # convert.py, rnn.py and control_flow.py, imported when needed
+    sys.path.insert(0, HERE)
 DEFAULT_CACHE = os.path.join(HERE, ".cache")
-DEFAULT_MODELS = "mobilenetv2,resnet50,efficientnetb0,mlp,smallcnn"
 
 
 # ----------------------------------------------------------------------------- models
@@ -90,27 +96,115 @@ def _elementwise() -> Any:
     return tf.keras.Model([a, b], layers.Add()([layers.Multiply()([x, a]), b]))
 
 
+# Keras builders (no BN calibration), also used by convert.py, which calibrates the applications.
 MODELS: dict[str, Callable[[], Any]] = {
     "mobilenetv2": _application("MobileNetV2"),
     "resnet50": _application("ResNet50"),
     "efficientnetb0": _application("EfficientNetB0"),
     "mlp": _mlp,
     "smallcnn": _smallcnn,
-    "elementwise": _elementwise,  # not in the default list; a sanity check of this script
+    "elementwise": _elementwise,  # not in the suite; a sanity check of this script
 }
+
+LOOP_ITERATIONS = 1000  # fed to control_flow.py's loop models (nested: 100 outer x 10 inner)
+
+Feed = Callable[[list[dict[str, Any]], int], list[np.ndarray]]  # (input details, seed) -> values
+
+
+@dataclass(frozen=True)
+class BenchModel:
+    """One row of the suite: how to get the converted file and what to feed it."""
+
+    what: str
+    path: Callable[[str], str]  # cache_dir -> path of the .tflite file (built on first use)
+    feed: Feed | None = None  # None: seeded_inputs
+
+
+def _keras_official(name: str, build: Callable[[], Callable[[], Any]], cache_name: str) -> Callable[[str], str]:
+    """A Keras model converted by tf.lite.TFLiteConverter (build() returns the model builder,
+    imported lazily: convert.py and rnn.py import this script)."""
+
+    def path(cache_dir: str) -> str:
+        def convert() -> bytes:
+            import tensorflow as tf
+
+            tf.keras.utils.set_random_seed(0)  # the same random weights every time
+            return tf.lite.TFLiteConverter.from_keras_model(build()()).convert()
+
+        return cached_model(cache_name, cache_dir, convert)
+
+    return path
+
+
+def _calibrated(name: str) -> Callable[[], Any]:
+    import convert as converters  # benchmarks/convert.py: BN statistics from random images
+
+    return converters.KERAS_MODELS[name]
+
+
+def _lstm_builder() -> Callable[[], Any]:
+    import rnn  # benchmarks/rnn.py
+
+    return rnn.MODELS["lstm"][1]
+
+
+def _lstm_numlite(cache_dir: str) -> str:
+    def convert() -> bytes:
+        return numlite.TFLiteConverter.from_keras_model(_lstm_builder()()).convert()
+
+    return cached_model("lstm-numlite", cache_dir, convert)
+
+
+def _control_flow(model: str, case: str) -> tuple[Callable[[str], str], Feed]:
+    """One of control_flow.py's models, fed like its case, with LOOP_ITERATIONS."""
+
+    def path(cache_dir: str) -> str:
+        import control_flow
+
+        return control_flow.model_path(model, cache_dir)
+
+    def feed(details: list[dict[str, Any]], seed: int) -> list[np.ndarray]:
+        import control_flow
+
+        return control_flow.case_inputs(control_flow.CASES[case], details, LOOP_ITERATIONS, seed)
+
+    return path, feed
+
+
+SUITE: dict[str, BenchModel] = {
+    name: BenchModel(f"tf.keras.applications.{app}, 224x224x3, logits, BN statistics calibrated",
+                     _keras_official(name, lambda name=name: _calibrated(name), f"{name}-calibrated"))
+    for name, app in (("mobilenetv2", "MobileNetV2"), ("resnet50", "ResNet50"), ("efficientnetb0", "EfficientNetB0"))
+}  # fmt: skip
+SUITE.update({
+    "mlp": BenchModel("784 → Dense 512 → Dense 256 → Dense 10 (softmax)", _keras_official("mlp", lambda: _mlp, "mlp")),
+    "smallcnn": BenchModel("32x32x3 → 3 Conv2D + max pooling → GAP → Dense 10",
+                           _keras_official("smallcnn", lambda: _smallcnn, "smallcnn")),
+    "lstm": BenchModel("1x20x16 → Keras 3 LSTM 32 → Dense 10, official converter (a WHILE loop)",
+                       _keras_official("lstm", _lstm_builder, "lstm-official")),
+    "lstm_fused": BenchModel("the same LSTM model converted by numlite (one UNIDIRECTIONAL_SEQUENCE_LSTM)",
+                             _lstm_numlite),
+    "while_loop": BenchModel(f"WHILE of i + 1 and a scalar update, {LOOP_ITERATIONS} iterations",
+                             *_control_flow("cf_trivial_loop", "trivial_loop")),
+    "matmul_loop": BenchModel(f"WHILE: [64,64] state times a constant [64,64], {LOOP_ITERATIONS} iterations",
+                              *_control_flow("cf_matrix_loop", "matrix_loop")),
+    "nested": BenchModel("WHILE (100) whose body has an IF and an inner WHILE (10)", *_control_flow("cf_nested", "nested")),
+    "elementwise": BenchModel("ADD/SUB/MUL on two 1x128x128x16 inputs (not in the default suite)",
+                              _keras_official("elementwise", lambda: _elementwise, "elementwise")),
+})  # fmt: skip
+DEFAULT_MODELS = ",".join(n for n in SUITE if n != "elementwise")
 
 
 def model_path(name: str, cache_dir: str) -> str:
-    """The converted model, built and converted on first use (the file name carries the TF
-    version, so a TensorFlow upgrade converts again)."""
+    """The suite model's converted file, built and converted on first use (the file name
+    carries the TF version, so a TensorFlow upgrade converts again)."""
+    return SUITE[name].path(cache_dir)
 
-    def convert() -> bytes:
-        import tensorflow as tf
 
-        tf.keras.utils.set_random_seed(0)  # the same random weights every time
-        return tf.lite.TFLiteConverter.from_keras_model(MODELS[name]()).convert()
-
-    return cached_model(name, cache_dir, convert)
+def model_inputs(name: str, details: list[dict[str, Any]], seed: int) -> list[np.ndarray]:
+    """What the suite feeds model ``name``: its case's values, or seeded random values."""
+    feed = SUITE[name].feed
+    return feed(details, seed) if feed is not None else seeded_inputs(details, seed)
 
 
 def cached_model(name: str, cache_dir: str, convert: Callable[[], bytes]) -> str:
@@ -146,19 +240,7 @@ def _has_dist(name: str) -> bool:
 # ----------------------------------------------------------------------------- measuring
 
 
-def seeded_inputs(details: list[dict[str, Any]], seed: int) -> list[np.ndarray]:
-    """One value per input: floats uniform in [-1, 1], small integers, random bools."""
-    rng = np.random.default_rng(seed)
-    values = []
-    for d in details:
-        shape, dtype = tuple(int(x) for x in d["shape"]), np.dtype(d["dtype"])
-        if dtype.kind == "f":
-            values.append(rng.uniform(-1.0, 1.0, shape).astype(dtype))
-        elif dtype.kind == "b":
-            values.append(rng.random(shape) < 0.5)
-        else:
-            values.append(rng.integers(0, 10, shape).astype(dtype))
-    return values
+seeded_inputs = numlite.benchmark.seeded_inputs  # floats in [-1, 1], small integers, random bools
 
 
 def _timed(fn: Callable[[], Any]) -> float:
@@ -177,58 +259,15 @@ def _missing_kernels(path: str) -> list[str]:
     return sorted({model.op_name(op) for _, _, op in model.iter_operators()} - set(KERNELS))
 
 
-def benchmark(name: str, path: str, runs: int, warmup: int, threads: int, seed: int) -> dict[str, Any]:
-    """Time one model in both interpreters; errors of either side end up in the result."""
-    from ai_edge_litert.interpreter import Interpreter as LiteRTInterpreter
-
-    row: dict[str, Any] = {"model": name, "path": path, "file_bytes": os.path.getsize(path), "ops": _op_count(path)}
-
-    litert = LiteRTInterpreter(model_path=path, num_threads=threads)
-    litert.allocate_tensors()
-    inputs = seeded_inputs(litert.get_input_details(), seed)
-    for d, value in zip(litert.get_input_details(), inputs):
-        litert.set_tensor(d["index"], value)
-
-    mine: numlite.Interpreter | None = None
-    try:
-        mine = numlite.Interpreter(model_path=path)
-        mine.allocate_tensors()
-        row["numlite_arena_bytes"] = int(mine.arena_bytes)
-        for d, value in zip(mine.get_input_details(), inputs):
-            mine.set_tensor(d["index"], value)
-        for _ in range(max(warmup, 1)):  # at least one run, so that a failing invoke shows here
-            mine.invoke()
-    except UnsupportedOperatorError as e:
+def benchmark(name: str, path: str, runs: int, warmup: int, threads: list[int], seed: int) -> dict[str, Any]:
+    """Measure one model with numlite.benchmark.measure (errors of either side end up in the row)."""
+    details = numlite.Interpreter(model_path=path).get_input_details()
+    row: dict[str, Any] = {"model": name}
+    row.update(numlite.benchmark.measure(
+        path, runs=runs, warmup=warmup, threads=threads, seed=seed, inputs=model_inputs(name, details, seed), litert=True
+    ))  # fmt: skip
+    if "numlite_error" in row and "no kernel" in row["numlite_error"].lower():
         row["numlite_error"] = "no kernel for " + ", ".join(_missing_kernels(path))
-        row["numlite_error_full"] = _one_line(e)
-        mine = None
-    except Exception as e:  # numlite errors and kernel bugs alike: report, do not crash
-        row["numlite_error"] = f"{type(e).__name__}: {_one_line(e)}"
-        mine = None
-
-    for _ in range(max(warmup, 1)):
-        litert.invoke()
-
-    litert_ms: list[float] = []
-    numlite_ms: list[float] = []
-    for r in range(runs):
-        # Alternate which goes first, so neither always runs on the other's warm caches.
-        order = [("litert", litert), ("numlite", mine)] if r % 2 == 0 else [("numlite", mine), ("litert", litert)]
-        for who, interpreter in order:
-            if interpreter is None:
-                continue
-            (litert_ms if who == "litert" else numlite_ms).append(_timed(interpreter.invoke))
-    row["litert_ms"] = statistics.median(litert_ms) if litert_ms else None
-    row["numlite_ms"] = statistics.median(numlite_ms) if numlite_ms else None
-    row["litert_runs_ms"], row["numlite_runs_ms"] = litert_ms, numlite_ms
-    if row["litert_ms"] and row["numlite_ms"]:
-        row["ratio"] = row["numlite_ms"] / row["litert_ms"]
-
-    if mine is not None:
-        expected = [litert.get_tensor(d["index"]) for d in litert.get_output_details()]
-        actual = [mine.get_tensor(d["index"]) for d in mine.get_output_details()]
-        row["max_abs_diff"] = _max_abs_diff(actual, expected)
-        row["litert_output_max_abs"] = max((float(np.max(np.abs(e))) for e in expected if e.size), default=0.0)
     return row
 
 
@@ -294,7 +333,7 @@ def _arena_span(interpreter: Any, constant: set[int]) -> int:
     return hi - lo
 
 
-def litert_memory_child(path: str, seed: int) -> None:
+def litert_memory_child(path: str, seed: int, name: str | None = None) -> None:
     """Body of the measuring subprocess: prints one JSON line."""
     from ai_edge_litert.interpreter import Interpreter as LiteRTInterpreter
     from ai_edge_litert.interpreter import OpResolverType
@@ -305,7 +344,8 @@ def litert_memory_child(path: str, seed: int) -> None:
         model_content=content, num_threads=1,
         experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
     )  # fmt: skip
-    inputs = seeded_inputs(interpreter.get_input_details(), seed)
+    details = interpreter.get_input_details()
+    inputs = model_inputs(name, details, seed) if name in SUITE else seeded_inputs(details, seed)
     before = _rss_bytes()
     interpreter.allocate_tensors()
     for d, value in zip(interpreter.get_input_details(), inputs):
@@ -317,15 +357,21 @@ def litert_memory_child(path: str, seed: int) -> None:
     model = read_model_file(path)
     graph = model.subgraphs[0]
     constant = {i for i in range(len(graph.tensors)) if model.constant(graph, i) is not None}
-    result["arena_span_bytes"] = _arena_span(interpreter, constant)
+    if len(model.subgraphs) > 1:  # control flow: every subgraph's tensors, as control_flow.py counts them
+        import control_flow
+
+        result["arena_span_bytes"] = control_flow._tensor_footprint(interpreter, model)
+    else:
+        result["arena_span_bytes"] = _arena_span(interpreter, constant)
     print(json.dumps(result), flush=True)
 
 
-def litert_memory(path: str, seed: int) -> dict[str, Any]:
+def litert_memory(path: str, seed: int, name: str | None = None) -> dict[str, Any]:
     """Run :func:`litert_memory_child` in a fresh interpreter process."""
+    named = ["--models", name] if name else []
     try:
         done = subprocess.run(
-            [sys.executable, os.path.abspath(__file__), "--litert-memory-child", path, "--seed", str(seed)],
+            [sys.executable, os.path.abspath(__file__), "--litert-memory-child", path, "--seed", str(seed), *named],
             capture_output=True, text=True, timeout=600,
         )  # fmt: skip
     except subprocess.TimeoutExpired:
@@ -344,15 +390,17 @@ def litert_memory(path: str, seed: int) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------- report
 
-COLUMNS = [
-    "model", "ops", "numlite ms", "LiteRT ms", "numlite/LiteRT", "numlite arena",
-    "LiteRT arena (est.: tensor span)", "LiteRT RSS growth (est.)", "max abs diff", "max abs output", "note",
-]  # fmt: skip
+def columns(threads: list[int]) -> list[str]:
+    per_thread = [f"{c} ({n}T)" for n in threads for c in ("numlite ms", "LiteRT ms", "numlite/LiteRT")]
+    return ["model", "ops", *per_thread, "Python overhead ms", "numlite arena", "LiteRT arena (est.)",
+            "LiteRT RSS growth (est.)", "max abs diff", "max abs output", "note"]  # fmt: skip
 
 
 def _size(n: int | None) -> str:
     if n is None:
         return "-"
+    if n < 2**10:
+        return f"{n} B"
     return f"{n / 2**20:.2f} MiB" if n >= 2**20 else f"{n / 2**10:.1f} KiB"
 
 
@@ -360,19 +408,27 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def markdown(rows: list[dict[str, Any]]) -> str:
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "|".join(["---"] * len(COLUMNS)) + "|"]
+def markdown(rows: list[dict[str, Any]], threads: list[int]) -> str:
+    names = columns(threads)
+    lines = ["| " + " | ".join(names) + " |", "|" + "|".join(["---"] * len(names)) + "|"]
     for r in rows:
         diff = r.get("max_abs_diff")
-        note = r.get("error") or r.get("numlite_error") or ""
-        if r.get("litert_memory_error"):
-            note = (note + "; " if note else "") + f"LiteRT memory: {r['litert_memory_error']}"
+        notes = [r.get("error") or r.get("numlite_error") or ""]
+        notes += [f"LiteRT: {r['litert_error']}" if r.get("litert_error") else ""]
+        notes += [f"overhead: {r['python_overhead_error']}" if r.get("python_overhead_error") else ""]
+        notes += [f"LiteRT memory: {r['litert_memory_error']}" if r.get("litert_memory_error") else ""]
+        note = "; ".join(n for n in notes if n)
+        per_thread = []
+        for n in map(str, threads):
+            numlite_ms, litert_ms = r.get("numlite_ms", {}).get(n), r.get("litert_ms", {}).get(n)
+            ratio = r.get("ratio", {}).get(n)
+            per_thread += [_ms(numlite_ms), _ms(litert_ms), f"{ratio:.2f}x" if ratio is not None else "-"]
+        overhead = r.get("python_overhead_ms")
         cells = [
             r["model"],
             str(r.get("ops", "-")),
-            f"{r['numlite_ms']:.2f}" if r.get("numlite_ms") is not None else "-",
-            f"{r['litert_ms']:.2f}" if r.get("litert_ms") is not None else "-",
-            f"{r['ratio']:.2f}x" if r.get("ratio") is not None else "-",
+            *per_thread,
+            _ms(overhead),
             _size(r.get("numlite_arena_bytes")),
             _size(r.get("litert_arena_span_bytes")),
             _size(r.get("litert_rss_growth_bytes")),
@@ -384,7 +440,14 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def environment(threads: int, runs: int, warmup: int, seed: int) -> dict[str, Any]:
+def _ms(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.2f}" if value >= 1 else f"{value:.3f}"
+
+
+def environment(threads: Any, runs: int, warmup: int, seed: int) -> dict[str, Any]:
+    """The machine and versions behind a run (CPU model, cores, NumPy and its BLAS)."""
     import importlib.metadata
 
     def version(dist: str) -> str | None:
@@ -393,34 +456,72 @@ def environment(threads: int, runs: int, warmup: int, seed: int) -> dict[str, An
     return {
         "python": platform.python_version(),
         "machine": platform.machine(),
+        "cpu_model": _cpu_model(),
         "cpu_count": os.cpu_count(),
         "numpy": np.__version__,
+        "blas": _blas(),
+        "threadpoolctl": version("threadpoolctl"),
         "numlite": numlite.__version__,
         "ai_edge_litert": version("ai-edge-litert"),
         "tensorflow": version("tensorflow-cpu") or version("tensorflow"),
-        "litert_threads": threads,
+        "threads": threads,
         "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS"),
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         "runs": runs,
         "warmup": warmup,
         "seed": seed,
     }
 
 
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _blas() -> str:
+    """NumPy's BLAS as threadpoolctl sees it: 'openblas 0.3.31 (Haswell, pthreads, 2 threads)'."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return "unknown (threadpoolctl not installed)"
+    found = [
+        f"{i.get('internal_api')} {i.get('version')} ({i.get('architecture')}, {i.get('threading_layer')},"
+        f" {i.get('num_threads')} threads)"
+        for i in threadpool_info()
+        if i.get("user_api") == "blas"
+    ]
+    return "; ".join(found) or "none found"
+
+
 def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def _thread_list(text: str) -> list[int]:
+    counts = [int(t) for t in text.split(",") if t.strip()]
+    if not counts or any(n < 1 for n in counts):
+        raise argparse.ArgumentTypeError(f"thread counts must be >= 1, got {text!r}")
+    return list(dict.fromkeys(counts))
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Time numlite against LiteRT on converted Keras models.")
+    parser = argparse.ArgumentParser(description="Time numlite against LiteRT on a fixed suite of models.")
     parser.add_argument(
-        "--models", default=DEFAULT_MODELS, help=f"comma-separated, from {', '.join(MODELS)} (default {DEFAULT_MODELS})"
+        "--models", default=DEFAULT_MODELS, help=f"comma-separated, from {', '.join(SUITE)} (default {DEFAULT_MODELS})"
     )
     parser.add_argument("--runs", type=int, default=10, help="timed invokes per interpreter (default 10)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed invokes per interpreter first (default 2)")
     parser.add_argument(
-        "--threads", type=int, default=os.cpu_count() or 1, help="LiteRT num_threads (default: all cores)"
-    )
+        "--threads", type=_thread_list, default=[1, 2],
+        help="num_threads of both interpreters, comma-separated: one column group each (default 1,2)",
+    )  # fmt: skip
     parser.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     parser.add_argument("--cache-dir", default=DEFAULT_CACHE, help="where converted models are kept")
@@ -431,13 +532,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.litert_memory_child:
-        litert_memory_child(args.litert_memory_child, args.seed)
+        litert_memory_child(args.litert_memory_child, args.seed, args.models if args.models in SUITE else None)
         return 0
 
     names = [n.strip() for n in args.models.split(",") if n.strip()]
-    unknown = [n for n in names if n not in MODELS]
+    unknown = [n for n in names if n not in SUITE]
     if unknown:
-        parser.error(f"unknown model(s) {unknown}; choose from {sorted(MODELS)}")
+        parser.error(f"unknown model(s) {unknown}; choose from {list(SUITE)}")
 
     rows = []
     for name in names:
@@ -446,22 +547,22 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as e:  # a failed conversion is a row, not a crash
             rows.append({"model": name, "error": f"conversion failed: {type(e).__name__}: {_one_line(e, 200)}"})
             continue
-        _log(f"{name}: timing ({args.warmup} warm-up + {args.runs} alternating runs each)")
+        _log(f"{name}: timing ({args.warmup} warm-up + {args.runs} alternating runs each, threads {args.threads})")
         try:
             row = benchmark(name, path, args.runs, args.warmup, args.threads, args.seed)
-        except Exception as e:  # LiteRT itself failed: still report the rest
-            row = {"model": name, "path": path, "error": f"LiteRT: {type(e).__name__}: {_one_line(e, 200)}"}
+        except Exception as e:  # a failure outside the interpreters' own: still report the rest
+            row = {"model": name, "path": path, "error": f"{type(e).__name__}: {_one_line(e, 200)}"}
         if not args.no_memory:
-            row.update(litert_memory(path, args.seed))
+            row.update(litert_memory(path, args.seed, name))
         rows.append(row)
 
     env = environment(args.threads, args.runs, args.warmup, args.seed)
     print(
-        f"numlite {env['numlite']} (NumPy {env['numpy']}) vs ai-edge-litert {env['ai_edge_litert']}"
-        f" (num_threads={args.threads}) on {env['cpu_count']} CPU(s); medians of {args.runs} alternating runs"
-        f" after {args.warmup} warm-up runs.\n"
+        f"numlite {env['numlite']} (NumPy {env['numpy']}, {env['blas']}) vs ai-edge-litert {env['ai_edge_litert']}"
+        f" on {env['cpu_count']} x {env['cpu_model']}; num_threads {args.threads} for both; medians of"
+        f" {args.runs} alternating runs after {args.warmup} warm-up runs.\n"
     )
-    print(markdown(rows))
+    print(markdown(rows, args.threads))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"environment": env, "results": rows}, f, indent=2)

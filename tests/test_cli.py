@@ -193,16 +193,49 @@ def test_run_signature_matches_litert(tmp_path, capsys):
             assert_close(saved[name], value, what=f"{name}: ")
 
 
+# ----------------------------------------------------------------------------- bench
+
+
+def test_bench_times_numlite_and_litert_side_by_side(model_file, tmp_path, capsys):
+    target = tmp_path / "bench.json"
+    assert main(["bench", model_file, "--runs", "3", "--warmup", "1", "--threads", "1,2", "--json", str(target)]) == 0
+    out = capsys.readouterr().out
+    assert "numlite/LiteRT" in out and "Python overhead" in out
+    row = json.loads(target.read_text())
+    assert row["threads"] == [1, 2]
+    assert row["ops"] == sum(1 for _ in read_model(open(model_file, "rb").read()).iter_operators())
+    for who in ("numlite", "litert"):
+        assert set(row[f"{who}_ms"]) == {"1", "2"}
+        assert all(len(runs) == 3 for runs in row[f"{who}_runs_ms"].values())
+        assert all(ms > 0 for ms in row[f"{who}_ms"].values())
+    assert row["ratio"]["1"] == pytest.approx(row["numlite_ms"]["1"] / row["litert_ms"]["1"])
+    assert row["max_abs_diff"] <= 1e-5  # the two interpreters ran the same input
+    assert row["numlite_arena_bytes"] == numlite_arena(model_file)
+    assert 0 < row["python_overhead_ms"]
+
+
+def test_bench_without_litert(model_file, capsys):
+    assert main(["bench", model_file, "--runs", "2", "--threads", "1", "--no-litert", "--no-overhead"]) == 0
+    out = capsys.readouterr().out
+    assert "numlite ms" in out and "LiteRT ms" not in out and "Python overhead" not in out
+
+
+def numlite_arena(path: str) -> int:
+    interpreter = numlite.Interpreter(model_path=path)
+    interpreter.allocate_tensors()
+    return interpreter.arena_bytes
+
+
 # ----------------------------------------------------------------------------- errors
 
 
-@pytest.mark.parametrize("command", ["inspect", "run"])
+@pytest.mark.parametrize("command", ["inspect", "run", "bench"])
 def test_missing_file_is_a_one_line_error(tmp_path, capsys, command):
     line = _assert_one_line_error(capsys, main([command, str(tmp_path / "missing.tflite")]))
     assert "missing.tflite" in line
 
 
-@pytest.mark.parametrize("command", ["inspect", "run"])
+@pytest.mark.parametrize("command", ["inspect", "run", "bench"])
 def test_non_tflite_file_is_a_one_line_error(tmp_path, capsys, command):
     path = tmp_path / "notes.tflite"
     path.write_text("these are not the flatbuffers you are looking for\n")
@@ -223,6 +256,7 @@ def test_unknown_signature_is_a_one_line_error(model_file, capsys):
 def test_usage_errors_return_an_exit_code(capsys):
     assert main([]) == 2
     assert main(["run", "m.tflite", "--repeat", "-1"]) == 2
+    assert main(["bench", "m.tflite", "--threads", "0"]) == 2
     assert main(["--help"]) == 0
     capsys.readouterr()
 

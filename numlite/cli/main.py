@@ -3,6 +3,7 @@
     numlite inspect MODEL [--json] [--full-names]
     numlite run MODEL [--inputs in.npz] [--output out.npz] [--seed N] [--repeat N] [--signature KEY]
                       [--profile] [--trace trace.json]
+    numlite bench MODEL [--runs N] [--warmup N] [--threads N[,N...]] [--seed N] [--json out.json]
     numlite convert SOURCE [-o OUT.tflite] [--signature KEY ...]
     numlite convert MODEL.pb --inputs A,B --outputs C [--input-shapes A:1,3;B:-1,4] [-o OUT.tflite]
 
@@ -89,6 +90,21 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=_cmd_run)
 
     p = commands.add_parser(
+        "bench", help="time numlite (and LiteRT, when ai_edge_litert is installed) on a model, side by side")
+    p.add_argument("model", help="path of a .tflite file")
+    p.add_argument("--runs", type=_positive, default=10, help="timed invokes per interpreter (default 10)")
+    p.add_argument("--warmup", type=_non_negative, default=2, help="untimed invokes first (default 2)")
+    p.add_argument(
+        "--threads", type=_thread_counts, default=None,
+        help="num_threads to measure with, comma-separated (default: 1 and all cores)",
+    )  # fmt: skip
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--json", metavar="PATH", help="also write the measurements as JSON")
+    p.add_argument("--no-litert", action="store_true", help="time numlite alone")
+    p.add_argument("--no-overhead", action="store_true", help="skip the Python-overhead measurement")
+    p.set_defaults(handler=_cmd_bench)
+
+    p = commands.add_parser(
         "convert", help="convert a SavedModel folder, a .keras file or a frozen .pb graph to .tflite (needs TensorFlow)")
     p.add_argument("source", help="a SavedModel folder, a Keras model file (.keras, .h5), or a frozen GraphDef (.pb)")
     p.add_argument("-o", "--output", metavar="TFLITE", help="where to write the model (default: SOURCE.tflite)")
@@ -111,9 +127,79 @@ def _non_negative(text: str) -> int:
     return value
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _thread_counts(text: str) -> list[int]:
+    try:
+        counts = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected thread counts like 1,2, got {text!r}") from None
+    if not counts or any(n < 1 for n in counts):
+        raise argparse.ArgumentTypeError(f"thread counts must be >= 1, got {text!r}")
+    return list(dict.fromkeys(counts))
+
+
 def _one_line(error: BaseException) -> str:
     text = " ".join(str(error).split())
     return text or type(error).__name__
+
+
+# ----------------------------------------------------------------------------- bench
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from numlite.benchmark import litert_available, measure
+
+    read_model_file(args.model)  # a missing or malformed file: the usual one-line error
+    threads = args.threads or list(dict.fromkeys([1, os.cpu_count() or 1]))
+    use_litert = not args.no_litert and litert_available()
+    row = measure(
+        args.model, runs=args.runs, warmup=args.warmup, threads=threads, seed=args.seed,
+        litert=use_litert, overhead=not args.no_overhead,
+    )  # fmt: skip
+    if "numlite_error" in row:
+        raise CliError(f"numlite cannot run {args.model}: {row['numlite_error']}")
+    print(f"{args.model}: {row['ops']} operators in {row['subgraphs']} subgraph(s), {_bytes(row['file_bytes'])}")
+    print(f"medians of {args.runs} runs after {args.warmup} warm-up, invokes alternating")
+    if not row["blas_threads_limited"]:
+        print("note: threadpoolctl is not installed: numlite's num_threads does not limit BLAS here")
+    headers = ["threads", "numlite ms"] + (["LiteRT ms", "numlite/LiteRT"] if use_litert else [])
+    rows = []
+    for n in map(str, threads):
+        cells = [n, _ms_cell(row["numlite_ms"].get(n))]
+        if use_litert:
+            ratio = row["ratio"].get(n)
+            cells += [_ms_cell(row["litert_ms"].get(n)), f"{ratio:.2f}x" if ratio is not None else "-"]
+        rows.append(cells)
+    print("\n".join(_table(headers, rows)))
+    facts = [("numlite arena", _bytes(row["numlite_arena_bytes"]))]
+    if "python_overhead_ms" in row:
+        facts.append(("Python overhead", f"{row['python_overhead_ms']:.3f} ms per invoke (kernels stubbed)"))
+    elif "python_overhead_error" in row:
+        facts.append(("Python overhead", f"not measured: {row['python_overhead_error']}"))
+    if "max_abs_diff" in row:
+        diff = row["max_abs_diff"]
+        facts.append(("max abs diff", f"{diff:.3g}" if isinstance(diff, float) else str(diff)))
+        facts.append(("max abs output", f"{row['litert_output_max_abs']:.3g} (LiteRT)"))
+    if "litert_error" in row:
+        facts.append(("LiteRT", f"failed: {row['litert_error']}"))
+    print("\n".join(_facts(facts)))
+    if args.json:
+        try:
+            with open(args.json, "w") as f:
+                json.dump(row, f, indent=2)
+        except OSError as e:
+            raise CliError(f"cannot write {args.json}: {e}") from e
+    return 0
+
+
+def _ms_cell(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
 
 
 # ----------------------------------------------------------------------------- convert

@@ -18,6 +18,7 @@ from numlite.interpreter.denormals import FlushDenormals
 from numlite.interpreter.planner import SharedArena
 from numlite.interpreter.profiler import Profiler
 from numlite.interpreter.runtime import SubgraphRuntime
+from numlite.interpreter.threads import BlasThreads
 from numlite.kernels import KERNELS, Kernel
 from numlite.kernels.custom import CustomOp, resolve_custom_ops
 from numlite.kernels.variables import VariableStore
@@ -31,7 +32,9 @@ class Interpreter:
     Args:
       model_path: path of a ``.tflite`` file (memory-mapped, weights are not copied).
       model_content: the model's bytes, or a :class:`numlite.model.Model`.
-      num_threads: accepted for compatibility; threading is left to NumPy's BLAS.
+      num_threads: the number of threads NumPy's BLAS (which runs the convolutions, fully
+        connected layers and matrix products) may use during ``invoke()``; None or -1 leave the
+        BLAS default. Applied through ``threadpoolctl`` (see :mod:`numlite.interpreter.threads`).
       experimental_preserve_all_tensors: keep every intermediate tensor readable after invoke
         (each gets its own memory instead of a shared arena slot).
       custom_ops: Python implementations of ops, by custom code (or builtin name, to override
@@ -90,6 +93,8 @@ class Interpreter:
         self.check_cancelled = check_cancelled
         self.profiler: Profiler | None = Profiler() if profile else None  # sees every operator run
         self._float_mode = FlushDenormals() if flush_denormals else contextlib.nullcontext()
+        limit_threads = num_threads is not None and num_threads != -1
+        self._threads = BlasThreads(num_threads) if limit_threads else contextlib.nullcontext()
         self._cancel_requested = False
         self.watching = check_cancelled is not None  # the invoke loop calls before_op/after_op
 
@@ -158,7 +163,7 @@ class Interpreter:
         self.control_flow_counters = {"bytes_copied": 0, "arrays_allocated": 0}
         self._cancel_requested = False  # a cancel() before this invoke does not stop it
         self._update_watching()
-        with self._float_mode:
+        with self._float_mode, self._threads:
             if self.profiler is None:
                 sg.invoke()
                 return

@@ -6,12 +6,21 @@ intermediates in one arena and binds each node to the arrays it reads and writes
 then only walks the plan calling ``eval``. A node whose output shape depends on data (or on a
 tensor that does) is marked dynamic and re-prepared each time it runs, and its outputs are
 allocated on the spot, as TFLite does for dynamic tensors.
+
+Invoking is cheap: once a plan has no dynamic node, it is compiled into a :class:`Program`, one
+generated Python function that calls every node's bound ``eval`` (or, for the small element-wise
+kernels that offer it, their one NumPy call, see :func:`direct_call`) on arrays bound as closure
+variables, with no per-node dispatch, list walking or checks. Control-flow ops build programs for
+their callees with the callers' buffers substituted for the callees' inputs and outputs
+(:meth:`SubgraphRuntime.program`), so a loop iteration is two function calls and no rebinding.
+The loop of ``invoke()`` remains for what programs leave out: dynamic nodes, and invokes that are
+watched (cancellation, profiling), which need a hook around every node.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
@@ -64,6 +73,9 @@ class SubgraphRuntime:
         self.kernels = kernels
         self.plan: list[Step] = []
         self.steps: list[Step] = []
+        self.generation = 0  # bumped by bind(): programs built before are stale
+        self._program: Program | None = None  # the plan on its own bound arrays, when valid
+        self._stable_invokes = 0  # invokes since the arrays were last rebound
         self._load_constants()
 
     # -- construction ---------------------------------------------------------------------------
@@ -257,6 +269,9 @@ class SubgraphRuntime:
                         if t >= 0:
                             self.slots.setdefault(t, []).append((arrays, pos))
         self.steps = [s for s in self.plan if not s.folded]
+        self.has_dynamic = any(s.dynamic for s in self.steps)
+        self.generation += 1
+        self._program, self._stable_invokes = None, 0
 
     # -- calls from control-flow kernels ---------------------------------------------------------
 
@@ -277,6 +292,20 @@ class SubgraphRuntime:
         self.arrays[tensor] = array
         for arrays, pos in self.slots.get(tensor, ()):
             arrays[pos] = array
+        self._program, self._stable_invokes = None, 0  # it holds the arrays it was built on
+
+    def program(self, bound: dict[int, np.ndarray]) -> "Program | None":
+        """The plan compiled for a binding of tensors to arrays (see :class:`Program`), or None
+        when the plan has a dynamic node (which must run through ``invoke()``).
+
+        ``bound`` maps tensors of this subgraph (normally all its inputs and every output it
+        computes) to the caller's arrays of their shape and dtype; the other tensors keep the
+        arrays the subgraph bound. The program stays valid until ``generation`` changes, and is
+        not affected by ``rebind`` of the tensors it binds.
+        """
+        if self.has_dynamic:
+            return None
+        return Program(self, bound)
 
     def reset_variables(self) -> None:
         """Restore every variable tensor to its initial value (zeros when it has none)."""
@@ -293,6 +322,18 @@ class SubgraphRuntime:
     def invoke(self) -> None:
         """Run the plan once; inputs must have been set."""
         interpreter = self.interpreter
+        if not interpreter.watching:
+            program = self._program
+            if program is not None:
+                program.call()
+                return
+            if self._stable_invokes and not self.has_dynamic:
+                # Compiled on the second invoke on the same arrays: subgraphs that control-flow
+                # ops rebind at every call (their dynamic paths) never pay for compiling.
+                self._program = Program(self, {})
+                self._program.call()
+                return
+            self._stable_invokes += 1
         step = None
         try:
             for step in self.steps:
@@ -356,6 +397,116 @@ class SubgraphRuntime:
                 raise NumliteError(f"the kernel did not produce output tensor {o}")
             self.arrays[o] = np.asarray(value, self.dtypes[o])
             self.shapes[o] = tuple(value.shape)
+
+
+class Program:
+    """A subgraph's plan as one generated Python function, for one binding of its tensors.
+
+    ``run()`` calls each node in order, as straight-line code: ``c3(c4, c5, c6)`` where ``c3``
+    and its arguments are closure variables bound when the program is built (a kernel's bound
+    ``eval`` with its input and output lists, or the single NumPy call of :func:`direct_call`).
+    Before each node it reads ``interpreter.watching``, so that ``cancel()`` from another thread
+    still stops the invoke before the next node. ``call()`` is ``run()`` with errors turned
+    into the ``InvokeError`` that names the failing node (found from the traceback's line in the
+    generated code: nothing is counted at run time). ``outputs`` holds the array of each graph
+    output under this binding.
+    """
+
+    __slots__ = ("runtime", "run", "outputs", "generation", "_code", "_steps")
+
+    _FIRST_STEP_LINE = 5  # the generated source: make, unpack, run, then two lines per node
+
+    def __init__(self, runtime: SubgraphRuntime, bound: dict[int, np.ndarray]) -> None:
+        self.runtime = runtime
+        self.generation = runtime.generation
+        self._steps = list(runtime.steps)
+        values: list[Any] = [runtime.interpreter, runtime]
+
+        def name(value: Any) -> str:
+            values.append(value)
+            return f"c{len(values) - 1}"
+
+        body = []
+        for step in self._steps:
+            if bound:
+                ins = [bound.get(t, a) if t >= 0 else a for t, a in zip(step.inputs, step.ins)]
+                outs = [bound.get(t, a) if t >= 0 else a for t, a in zip(step.outputs, step.outs)]
+            else:
+                ins, outs = list(step.ins), list(step.outs)
+            direct = direct_call(step.kernel, ins, outs)
+            fn, args = direct if direct is not None else (step.kernel.eval, (ins, outs))
+            body.append(f"        if c0.watching: c0.before_op(c1, {name(step)})")
+            body.append(f"        {name(fn)}({', '.join(name(a) for a in args)})")
+        source = "\n".join([
+            "def make(v):",
+            f"    {', '.join(f'c{i}' for i in range(len(values)))}, = v",
+            "    def run():",
+            *body,
+            "        return",
+            "    return run",
+        ])  # fmt: skip
+        namespace: dict[str, Any] = {}
+        exec(compile(source, f"<numlite subgraph {runtime.index}>", "exec"), namespace)
+        self.run: Callable[[], None] = namespace["make"](values)
+        self._code = self.run.__code__
+        arrays = runtime.arrays
+        self.outputs = [bound.get(o, arrays[o]) for o in runtime.graph.outputs]
+
+    def call(self) -> None:
+        """``run()``, with errors naming the node that raised them."""
+        try:
+            self.run()
+        except (PrepareError, CancelledError):
+            raise  # already says where
+        except Exception as e:
+            raise self.error(e) from e
+
+    def error(self, e: Exception) -> InvokeError:
+        """The ``InvokeError`` for an exception ``run()`` raised: it names the failing node."""
+        return self.runtime._invoke_error(self._failed_step(e), e)
+
+    def ran(self, e: Exception) -> bool:
+        """Whether ``e`` was raised inside this program's ``run()``."""
+        return self._frame(e) is not None
+
+    def _frame(self, e: Exception) -> Any:
+        tb = e.__traceback__
+        while tb is not None:
+            if tb.tb_frame.f_code is self._code:
+                return tb
+            tb = tb.tb_next
+        return None
+
+    def _failed_step(self, e: Exception) -> Step | None:
+        tb = self._frame(e)
+        if tb is None:
+            return None
+        k = (tb.tb_lineno - self._FIRST_STEP_LINE) // 2
+        return self._steps[k] if 0 <= k < len(self._steps) else None
+
+
+def direct_call(kernel: Kernel, ins: list, outs: list) -> tuple[Callable[..., Any], Sequence[Any]] | None:
+    """The single call that does a node's work, when its kernel offers one.
+
+    A kernel may define ``direct(ins, outs)`` returning ``(function, args)`` such that
+    ``function(*args)`` computes exactly what ``eval(ins, outs)`` does (typically one ufunc with
+    its output array positional), or None. It is used only where it describes the eval that
+    would run: ``direct`` defined on the class that defines ``eval`` or below it, and no
+    per-instance ``eval`` override.
+    """
+    method = kernel.eval
+    owner = getattr(method, "__self__", None)
+    if owner is None or "eval" in vars(owner):
+        return None
+    direct = getattr(owner, "direct", None)
+    if direct is None:
+        return None
+    mro = type(owner).__mro__
+    eval_cls = next((c for c in mro if "eval" in c.__dict__), None)
+    direct_cls = next((c for c in mro if "direct" in c.__dict__), None)
+    if eval_cls is None or direct_cls is None or not issubclass(direct_cls, eval_cls):
+        return None
+    return direct(ins, outs)
 
 
 def _check_output_shape(where: str, tensor: int, shape: tuple[int, ...], dtype: np.dtype) -> None:

@@ -18,12 +18,13 @@ formulas follow LiteRT's float kernels:
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import numpy as np
 
 from numlite.kernels.base import Kernel, Spec, broadcast_shape, register
-from numlite.kernels.unary import Unary
+from numlite.kernels.unary import Unary, single_call
 
 
 class Activation(Unary):
@@ -33,10 +34,21 @@ class Activation(Unary):
     def eval(self, ins, outs):
         self.compute(ins[0], outs[0])
 
+    def direct(self, ins, outs):
+        """``compute`` as one call when it is marked so (``unary.single_call``) and is not a
+        method reading options; see ``numlite.interpreter.runtime.direct_call``."""
+        compute = inspect.getattr_static(type(self), "compute", None)
+        call = getattr(compute.__func__, "single_call", None) if isinstance(compute, staticmethod) else None
+        if call is None:
+            return None
+        fn, constants = call
+        return fn, (ins[0], *constants, outs[0])
+
 
 @register("RELU")
 class Relu(Activation):
     @staticmethod
+    @single_call(np.maximum, np.float32(0))
     def compute(x, out):
         np.maximum(x, np.float32(0), out=out)
 
@@ -74,6 +86,9 @@ class Elu(Activation):
 @register("TANH")
 class Tanh(Activation):
     dtypes = (np.float32, np.float16)
+
+    def direct(self, ins, outs):
+        return (np.tanh, (ins[0], outs[0])) if ins[0].dtype == np.float32 else None
 
     @staticmethod
     def compute(x, out):

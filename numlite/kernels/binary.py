@@ -39,9 +39,21 @@ class Binary(Kernel):
         if self.activation is not None:
             self.activation(outs[0])
 
+    def direct(self, ins, outs):
+        """Without a fused activation, a ufunc op is that one ufunc call (see
+        ``numlite.interpreter.runtime.direct_call``)."""
+        ufunc = getattr(type(self).compute, "ufunc", None)
+        if ufunc is None or self.activation is not None:
+            return None
+        return ufunc, (ins[0], ins[1], outs[0])
+
 
 def _ufunc(ufunc: np.ufunc) -> Callable:
-    return lambda a, b, out: ufunc(a, b, out=out)
+    def compute(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+        ufunc(a, b, out=out)
+
+    compute.ufunc = ufunc  # type: ignore[attr-defined]  # what direct() calls instead
+    return compute
 
 
 @register("ADD")

@@ -14,6 +14,13 @@ inputs and outputs, so that data moves between subgraphs without copies when sha
 When shapes change between iterations, or a branch's output shape depends on data, the op runs
 its callee on copies and lets the callee re-prepare for the new shapes (the dynamic path).
 ``Interpreter.control_flow_counters`` counts what the ops copied and allocated in the last invoke.
+
+Binding buffers costs nothing per call: the ops do not rebind their callees' tensors each time
+but keep compiled programs of them (``SubgraphRuntime.program``) with the buffers substituted,
+one per arrangement of buffers (a WHILE has two: state in its outputs or in its scratch set),
+so an iteration is a call of the cond's program, a read of its boolean and a call of the body's.
+Watched invokes (cancellation, profiling) and callees with dynamic nodes take the rebinding path,
+which calls the hooks around every node.
 """
 
 from __future__ import annotations
@@ -22,11 +29,11 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from numlite.errors import NumliteError
+from numlite.errors import CancelledError, NumliteError, PrepareError
 from numlite.kernels.base import Kernel, Spec, TensorInfo, register
 
 if TYPE_CHECKING:
-    from numlite.interpreter.runtime import SubgraphRuntime
+    from numlite.interpreter.runtime import Program, SubgraphRuntime
 
 
 class SubgraphCall(Kernel):
@@ -92,6 +99,36 @@ class SubgraphCall(Kernel):
             np.copyto(dst, src)
             self.counters["bytes_copied"] += dst.nbytes
 
+    def cached_program(self, sg: "SubgraphRuntime", bound: dict[int, np.ndarray]) -> "Program | None":
+        """``sg``'s program for this binding, built once and kept while ``sg`` keeps its memory
+        (keyed by the arrays' identities; the program holds them, so the ids stay theirs)."""
+        cache = self.__dict__.setdefault("_program_cache", {})
+        key = (sg.index, sg.generation, *((t, id(a)) for t, a in bound.items()))
+        program = cache.get(key, False)
+        if program is False:
+            if len(cache) >= 16:  # buffers keep changing (an op fed by dynamic tensors): start over
+                cache.clear()
+            program = cache[key] = sg.program(bound)
+        return program
+
+
+def _run(program: "Program") -> None:
+    """Run a callee's program; its errors name the callee's failing node."""
+    try:
+        program.run()
+    except (PrepareError, CancelledError):
+        raise
+    except Exception as e:
+        raise program.error(e) from e
+
+
+def _program_error(e: Exception, programs: Sequence["Program"]) -> Exception:
+    """The error naming the node that raised ``e`` in whichever of ``programs`` ran it."""
+    for program in programs:
+        if program.ran(e):
+            return program.error(e)
+    return e
+
 
 def _truth(cond: np.ndarray) -> bool:
     if cond.size != 1:
@@ -137,6 +174,17 @@ class If(SubgraphCall):
             return
         self.ensure_prepared(branch, self.arg_shapes)  # the branch may be shared with another op
         g = branch.graph
+        if not self.node.runtime.interpreter.watching:
+            bound = dict(zip(g.inputs, args))
+            for o, out in zip(g.outputs, outs):
+                if o in self.computed[taken]:
+                    bound.setdefault(o, out)
+            program = self.cached_program(branch, bound)
+            if program is not None:
+                _run(program)
+                for out, value in zip(outs, program.outputs):
+                    self.copy(out, value)  # only pass-through and constant outputs copy
+                return
         for i, a in zip(g.inputs, args):
             branch.rebind(i, a)
         for o, out in zip(g.outputs, outs):
@@ -187,6 +235,7 @@ class While(SubgraphCall):
                 self.buffered.append(k)
             seen.add(o)
         self.scratch = [np.empty(info.shape, info.dtype) for info in ins]
+        self.__dict__.pop("_loop_cache", None)  # programs bound to the previous scratch set
 
     def eval(self, ins, outs):
         if not self.static:
@@ -199,27 +248,83 @@ class While(SubgraphCall):
         state, spare = list(outs), list(self.scratch)
         for k in self.invariant:
             spare[k] = state[k]  # never written: both sets share the one buffer
-        cond, body = self.cond, self.body
-        cond_inputs, cond_output = cond.graph.inputs, cond.graph.outputs[0]
-        body_inputs, body_outputs = body.graph.inputs, body.graph.outputs
+        loop = self._loop_programs(state, spare)
+        interpreter = self.node.runtime.interpreter
+        phase, copied = 0, 0
         while True:
-            for i, a in zip(cond_inputs, state):
-                cond.rebind(i, a)
-            cond.invoke()
-            if not _truth(cond.arrays[cond_output]):
+            if loop is not None and not interpreter.watching:
+                cond, truth, body, copies, _ = loop[phase]
+                try:
+                    cond()
+                    if not truth.item():
+                        break
+                    body()
+                except (PrepareError, CancelledError):
+                    raise
+                except Exception as e:
+                    raise _program_error(e, loop[phase][4]) from e
+                for dst, src in copies:
+                    np.copyto(dst, src)
+                    copied += dst.nbytes
+            elif not self._iterate(state, spare):
                 break
-            for i, a in zip(body_inputs, state):
-                body.rebind(i, a)
-            for k in self.buffered:
-                body.rebind(body_outputs[k], spare[k])
-            body.invoke()
-            for k in self.copied:
-                self.copy(spare[k], body.arrays[body_outputs[k]])
-            for k in self.buffered:  # a node that sizes its output at run time wrote elsewhere
-                self.copy(spare[k], body.arrays[body_outputs[k]])
             state, spare = spare, state
+            phase ^= 1
+        self.counters["bytes_copied"] += copied
         for out, final in zip(outs, state):
             self.copy(out, final)  # the loop ended on the scratch set: one copy out
+
+    def _loop_programs(self, state: list[np.ndarray], spare: list[np.ndarray]) -> list[tuple] | None:
+        """For each phase (state in the outputs, then in the scratch set): the cond's program,
+        the array of its boolean, the body's program and the copies an iteration makes after
+        it. None when a callee has no program (dynamic nodes). Cached by the buffers' identity."""
+        key = (self.cond.generation, self.body.generation, *map(id, state), *map(id, spare))
+        cache = self.__dict__.setdefault("_loop_cache", {})
+        if key not in cache:
+            if len(cache) >= 8:
+                cache.clear()
+            phases = [self._phase(state, spare), self._phase(spare, state)]
+            cache[key] = (None if None in phases else phases, state + spare)  # keeps the ids valid
+        return cache[key][0]
+
+    def _phase(self, state: list[np.ndarray], spare: list[np.ndarray]) -> tuple | None:
+        cond, body = self.cond, self.body
+        bound = dict(zip(cond.graph.inputs, state))
+        out = cond.graph.outputs[0]
+        if out not in bound and not cond.known[out]:
+            bound[out] = np.empty(cond.shapes[out], cond.dtypes[out])  # the boolean's own buffer
+        cond_program = cond.program(bound)
+        g = body.graph
+        bound = dict(zip(g.inputs, state))
+        for k in self.buffered:
+            bound.setdefault(g.outputs[k], spare[k])
+        body_program = body.program(bound)
+        if cond_program is None or body_program is None:
+            return None
+        copies = [(spare[k], body_program.outputs[k]) for k in self.copied]
+        copies = [(d, s) for d, s in copies if d is not s]
+        return cond_program.run, cond_program.outputs[0], body_program.run, copies, (cond_program, body_program)
+
+    def _iterate(self, state: list[np.ndarray], spare: list[np.ndarray]) -> bool:
+        """One iteration by rebinding the callees' tensors and invoking them (the path that
+        runs the per-node hooks, and the one for callees with dynamic nodes)."""
+        cond, body = self.cond, self.body
+        for i, a in zip(cond.graph.inputs, state):
+            cond.rebind(i, a)
+        cond.invoke()
+        if not _truth(cond.arrays[cond.graph.outputs[0]]):
+            return False
+        body_outputs = body.graph.outputs
+        for i, a in zip(body.graph.inputs, state):
+            body.rebind(i, a)
+        for k in self.buffered:
+            body.rebind(body_outputs[k], spare[k])
+        body.invoke()
+        for k in self.copied:
+            self.copy(spare[k], body.arrays[body_outputs[k]])
+        for k in self.buffered:  # a node that sizes its output at run time wrote elsewhere
+            self.copy(spare[k], body.arrays[body_outputs[k]])
+        return True
 
     def _run_dynamic(self, ins) -> list[np.ndarray]:
         state = [np.array(x, copy=True) for x in ins]

@@ -49,6 +49,12 @@ class Comparison(Kernel):
         else:
             type(self).ufunc(a, b, out=outs[0])
 
+    def direct(self, ins, outs):
+        """The one ufunc call of eval (not for strings); see ``runtime.direct_call``."""
+        if ins[0].dtype == np.object_:
+            return None
+        return type(self).ufunc, (ins[0], ins[1], outs[0])
+
 
 @register("LESS")
 class Less(Comparison):

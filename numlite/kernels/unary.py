@@ -48,8 +48,38 @@ class Unary(Kernel):
     def eval(self, ins, outs):
         type(self).compute(ins[0], outs[0])
 
+    def direct(self, ins, outs):
+        """``compute`` as one call when it is marked so (:func:`single_call`); see
+        ``numlite.interpreter.runtime.direct_call``."""
+        call = getattr(type(self).compute, "single_call", None)
+        if call is None:
+            return None
+        fn, constants = call
+        return fn, (ins[0], *constants, outs[0])
 
-def _ufunc(ufunc: np.ufunc) -> Callable[[np.ndarray, np.ndarray], None]:
+
+def single_call(fn: Callable[..., object], *constants: object) -> Callable:
+    """Mark a ``compute(x, out)`` as doing exactly ``fn(x, *constants, out)`` (no error-state
+    changes, no dtype branches), so that a compiled plan calls ``fn`` directly."""
+
+    def mark(compute: Callable) -> Callable:
+        compute.single_call = (fn, constants)  # type: ignore[attr-defined]
+        return compute
+
+    return mark
+
+
+def _ufunc(ufunc: np.ufunc, quiet: bool = False) -> Callable[[np.ndarray, np.ndarray], None]:
+    """``compute`` as the ufunc; ``quiet`` ufuncs cannot raise floating-point warnings (abs,
+    negative, floor...), so they need no error state and run as one direct call."""
+    if quiet:
+
+        @single_call(ufunc)
+        def compute_quietly(x: np.ndarray, out: np.ndarray) -> None:
+            ufunc(x, out=out)
+
+        return compute_quietly
+
     def compute(x: np.ndarray, out: np.ndarray) -> None:
         with np.errstate(invalid="ignore"):  # NaN results (sqrt(-1), sin(inf)) are the answer
             ufunc(x, out=out)
@@ -111,7 +141,7 @@ class Square(Unary):
 class Abs(Unary):
     # int16 only without quantization (LiteRT's plain int16 path); int8 ABS is quantized-only.
     dtypes = (np.float32, np.int32, np.int16)
-    compute = _ufunc(np.abs)
+    compute = _ufunc(np.abs, quiet=True)
 
 
 @register("NEG")
@@ -125,19 +155,19 @@ class Neg(Unary):
         self.expect_dtype(x, *self.dtypes)
         return [Spec(x.shape, x.dtype)]
 
-    compute = _ufunc(np.negative)
+    compute = _ufunc(np.negative, quiet=True)
 
 
 @register("FLOOR")
 class Floor(Unary):
     dtypes = (np.float32, np.float16)
-    compute = _ufunc(np.floor)
+    compute = _ufunc(np.floor, quiet=True)
 
 
 @register("CEIL")
 class Ceil(Unary):
     dtypes = (np.float32, np.float16)
-    compute = _ufunc(np.ceil)
+    compute = _ufunc(np.ceil, quiet=True)
 
 
 @register("ROUND")
@@ -146,7 +176,7 @@ class Round(Unary):
     of a zero result may differ from the builtin kernel, which returns +0 for -0.5 < x < 0)."""
 
     dtypes = (np.float32, np.float16)
-    compute = _ufunc(np.rint)
+    compute = _ufunc(np.rint, quiet=True)
 
 
 @register("SIGN")

@@ -1,0 +1,226 @@
+"""Time numlite against LiteRT on one model: what ``numlite bench`` and ``benchmarks/run.py`` measure.
+
+For each thread count asked for, one numlite interpreter (``num_threads=n``, which limits the
+BLAS pool) and, when ``ai_edge_litert`` is importable, one LiteRT interpreter (``num_threads=n``,
+default delegate) load the same file and get the same input. All are warmed up, then invoked in
+turn ``runs`` times, the order rotating every run so that none always runs on caches another
+warmed; each time is the wall-clock ``invoke()`` alone. Reported: median milliseconds, the ratio
+numlite/LiteRT per thread count, numlite's arena, the largest output difference, and numlite's
+per-invoke Python overhead (:func:`python_overhead`).
+
+Nothing here imports TensorFlow; LiteRT is optional.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import threading
+import time
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+import numlite
+from numlite.interpreter.threads import supported as blas_threads_supported
+from numlite.model import read_model_file
+
+
+def litert_available() -> bool:
+    """Whether ``ai_edge_litert`` can be imported (its interpreter is the reference)."""
+    try:
+        from ai_edge_litert.interpreter import Interpreter  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def seeded_inputs(details: Sequence[dict[str, Any]], seed: int) -> list[np.ndarray]:
+    """One value per input: floats uniform in [-1, 1], integers in [0, 10), random bools."""
+    rng = np.random.default_rng(seed)
+    values = []
+    for d in details:
+        shape, dtype = tuple(int(x) for x in d["shape"]), np.dtype(d["dtype"])
+        if dtype.kind == "f":
+            values.append(rng.uniform(-1.0, 1.0, shape).astype(dtype))
+        elif dtype.kind == "b":
+            values.append(rng.random(shape) < 0.5)
+        else:
+            values.append(rng.integers(0, 10, shape).astype(dtype))
+    return values
+
+
+def _feed(interpreter: Any, inputs: Sequence[np.ndarray]) -> None:
+    for d, value in zip(interpreter.get_input_details(), inputs):
+        interpreter.set_tensor(d["index"], value)
+
+
+def _timed_ms(fn: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    fn()
+    return (time.perf_counter() - start) * 1e3
+
+
+def _one_line(error: BaseException) -> str:
+    return f"{type(error).__name__}: {' '.join(str(error).split())}"
+
+
+def max_abs_diff(actual: Sequence[np.ndarray], expected: Sequence[np.ndarray]) -> float | str:
+    """The largest absolute difference over all outputs (a string when shapes differ)."""
+    if len(actual) != len(expected):
+        return f"{len(actual)} outputs vs {len(expected)}"
+    worst = 0.0
+    for a, e in zip(actual, expected):
+        if a.shape != e.shape:
+            return f"shape {a.shape} vs {e.shape}"
+        if a.size:
+            worst = max(worst, float(np.max(np.abs(a.astype(np.float64) - e.astype(np.float64)))))
+    return worst
+
+
+def measure(
+    model_path: str,
+    runs: int = 10,
+    warmup: int = 2,
+    threads: Sequence[int] = (1,),
+    seed: int = 0,
+    inputs: Sequence[np.ndarray] | None = None,
+    litert: bool | None = None,
+    overhead: bool = True,
+) -> dict[str, Any]:
+    """Measure one model (see the module docstring). Errors of either interpreter are recorded
+    in the result (``numlite_error``, ``litert_error``), not raised.
+
+    Args:
+      inputs: the input values, in input order (default: :func:`seeded_inputs` from ``seed``).
+      litert: time LiteRT too (default: when it is importable).
+      overhead: also measure :func:`python_overhead`.
+    """
+    model = read_model_file(model_path)
+    row: dict[str, Any] = {
+        "path": model_path,
+        "file_bytes": os.path.getsize(model_path),
+        "ops": sum(1 for _ in model.iter_operators()),
+        "subgraphs": len(model.subgraphs),
+        "threads": [int(t) for t in threads],
+        "blas_threads_limited": blas_threads_supported(),
+    }
+    use_litert = litert_available() if litert is None else litert
+    contenders: list[tuple[str, int, Any]] = []  # (who, threads, interpreter)
+    mine: Any = None
+    for n in threads:
+        try:
+            interpreter = numlite.Interpreter(model_path=model_path, num_threads=n)
+            interpreter.allocate_tensors()
+            if inputs is None:
+                inputs = seeded_inputs(interpreter.get_input_details(), seed)
+            _feed(interpreter, inputs)
+            for _ in range(max(warmup, 1)):  # at least one run, so that a failing invoke shows here
+                interpreter.invoke()
+        except Exception as e:  # numlite errors and kernel bugs alike: report, do not crash
+            row["numlite_error"] = _one_line(e)
+            break
+        row["numlite_arena_bytes"] = int(interpreter.arena_bytes)
+        contenders.append(("numlite", n, interpreter))
+        mine = interpreter
+    theirs: Any = None
+    if use_litert:
+        from ai_edge_litert.interpreter import Interpreter as LiteRTInterpreter
+
+        for n in threads:
+            try:
+                interpreter = LiteRTInterpreter(model_path=model_path, num_threads=n)
+                interpreter.allocate_tensors()
+                if inputs is None:
+                    inputs = seeded_inputs(interpreter.get_input_details(), seed)
+                _feed(interpreter, inputs)
+                for _ in range(max(warmup, 1)):
+                    interpreter.invoke()
+            except Exception as e:
+                row["litert_error"] = _one_line(e)
+                break
+            contenders.append(("litert", n, interpreter))
+            theirs = interpreter
+
+    times: dict[tuple[str, int], list[float]] = {(who, n): [] for who, n, _ in contenders}
+    for r in range(runs):
+        k = r % max(len(contenders), 1)
+        order = contenders[k:] + contenders[:k]
+        for who, n, interpreter in order if r % 2 == 0 else reversed(order):
+            times[(who, n)].append(_timed_ms(interpreter.invoke))
+    for who in ("numlite", "litert"):
+        row[f"{who}_ms"] = {str(n): statistics.median(t) for (w, n), t in times.items() if w == who and t}
+        row[f"{who}_runs_ms"] = {str(n): t for (w, n), t in times.items() if w == who}
+    row["ratio"] = {
+        n: row["numlite_ms"][n] / row["litert_ms"][n]
+        for n in row["numlite_ms"]
+        if n in row["litert_ms"] and row["litert_ms"][n] > 0
+    }
+    if mine is not None and theirs is not None:
+        expected = [theirs.get_tensor(d["index"]) for d in theirs.get_output_details()]
+        actual = [mine.get_tensor(d["index"]) for d in mine.get_output_details()]
+        row["max_abs_diff"] = max_abs_diff(actual, expected)
+        row["litert_output_max_abs"] = max((float(np.max(np.abs(e))) for e in expected if e.size), default=0.0)
+    if overhead and mine is not None and inputs is not None:
+        reference = max(row["numlite_ms"].values(), default=1.0)
+        try:
+            row["python_overhead_ms"] = python_overhead(model_path, inputs, max(runs, 1), reference)
+        except Exception as e:
+            row["python_overhead_error"] = _one_line(e)
+    return row
+
+
+# ----------------------------------------------------------------------------- Python overhead
+
+
+def _noop(ins: Any, outs: Any) -> None:
+    """A kernel's eval that computes nothing (the outputs keep whatever they held)."""
+
+
+def _drives_control(runtime: Any, step: Any) -> bool:
+    """Nodes whose outputs are all integer or boolean scalars: loop counters, their
+    comparisons, branch conditions. Kept real so that stubbed loops still end; they cost about
+    what a no-op call costs anyway."""
+    outputs = [o for o in step.outputs if o >= 0]
+    for o in outputs:
+        shape, dtype = runtime.shapes[o], runtime.dtypes[o]
+        if shape is None or dtype.kind not in "biu" or int(np.prod(shape, dtype=np.int64)) > 1:
+            return False
+    return bool(outputs)
+
+
+def stub_kernels(interpreter: numlite.Interpreter) -> int:
+    """Make every node's eval a no-op, except control-flow ops (they run their subgraphs) and
+    the scalar integer/bool nodes of :func:`_drives_control`. Call after ``allocate_tensors``;
+    returns the number of nodes stubbed."""
+    from numlite.kernels.control_flow import SubgraphCall
+
+    stubbed = 0
+    for runtime in interpreter._subgraphs.values():
+        for step in runtime.plan:
+            if step.folded or isinstance(step.kernel, SubgraphCall) or _drives_control(runtime, step):
+                continue
+            step.kernel.eval = _noop
+            stubbed += 1
+        if runtime.allocated:
+            runtime.bind()  # programs compiled before hold the real evals
+    return stubbed
+
+
+def python_overhead(model_path: str, inputs: Sequence[np.ndarray], runs: int, reference_ms: float) -> float:
+    """Median time of ``invoke()`` with the kernels stubbed (:func:`stub_kernels`): what the
+    interpreter itself costs per invoke (dispatch, control flow, copies between subgraphs),
+    without the kernels' arithmetic. A stubbed invoke that runs far longer than a real one (a
+    loop whose end depends on stubbed float math) is cancelled and raises CancelledError."""
+    interpreter = numlite.Interpreter(model_path=model_path)
+    interpreter.allocate_tensors()
+    _feed(interpreter, inputs)
+    stub_kernels(interpreter)
+    guard = threading.Timer(max(5.0, 50 * reference_ms / 1e3), interpreter.cancel)
+    guard.start()
+    try:
+        interpreter.invoke()
+        interpreter.invoke()  # and once more, as the timed runs will: compiled on this one
+    finally:
+        guard.cancel()
+    return statistics.median(_timed_ms(interpreter.invoke) for _ in range(runs))
