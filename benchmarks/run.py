@@ -275,16 +275,7 @@ def _op_count(path: str) -> int:
     return sum(1 for _ in read_model_file(path).iter_operators())
 
 
-def _max_abs_diff(actual: list[np.ndarray], expected: list[np.ndarray]) -> float | str:
-    if len(actual) != len(expected):
-        return f"{len(actual)} outputs vs {len(expected)}"
-    worst = 0.0
-    for a, e in zip(actual, expected):
-        if a.shape != e.shape:
-            return f"shape {a.shape} vs {e.shape}"
-        if a.size:
-            worst = max(worst, float(np.max(np.abs(a.astype(np.float64) - e.astype(np.float64)))))
-    return worst
+_max_abs_diff = numlite.benchmark.max_abs_diff  # control_flow.py's name for it
 
 
 # LiteRT's Python API does not expose its arena size, so it is estimated twice, in a fresh

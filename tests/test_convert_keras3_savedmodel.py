@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from helpers import all_op_names, assert_close, run_litert, run_numlite, seeded_values
+from test_convert_keras3_rnn import assert_matches_keras, keras_outputs
 
 import numlite
 
@@ -103,22 +104,6 @@ def converted(name: str, batch_size: int | None, tmp: str) -> tuple[bytes, numli
 @pytest.fixture(scope="module")
 def tmp(tmp_path_factory) -> str:
     return str(tmp_path_factory.mktemp("keras3_savedmodels"))
-
-
-def keras_outputs(model: keras.Model, x: np.ndarray) -> list[np.ndarray]:
-    out = model(x, training=False)
-    return [np.asarray(o) for o in (out if isinstance(out, (list, tuple)) else [out])]
-
-
-def assert_matches_keras(model: keras.Model, data: bytes, x: np.ndarray) -> None:
-    """Both runtimes give Keras's outputs (the SavedModel names its outputs output_0, output_1...,
-    which both interpreters list in that order)."""
-    expected = keras_outputs(model, x)
-    for runtime, run in RUNTIMES:
-        actual = run(data, [x])
-        assert len(actual) == len(expected), f"{runtime}: {len(actual)} outputs, Keras {len(expected)}"
-        for k, (a, e) in enumerate(zip(actual, expected)):
-            assert_close(a, e, what=f"{runtime} output {k}: ")
 
 
 @pytest.mark.parametrize("batch_size, batch", [(None, 1), (None, 3), (2, 2)])
