@@ -112,19 +112,49 @@ def _configure(converter: Any, form: str, model: Any) -> None:
         converter.inference_input_type = converter.inference_output_type = tf.int8
 
 
-def convert_both(model: Any, form: str) -> tuple[bytes, bytes | str]:
-    """(numlite's file, the official file or the official converter's error)."""
+def convert_both(name: str, model: Any, form: str) -> tuple[bytes | str, bytes | str]:
+    """(numlite's file or its error, the official file or the official converter's error)."""
     import tensorflow as tf
 
     ours = numlite.TFLiteConverter.from_keras_model(model)
     _configure(ours, form, model)
+    try:
+        mine: bytes | str = ours.convert()
+    except numlite.ConversionError as e:
+        mine = str(e).splitlines()[0][:160]
+    return mine, _official_in_child(name, form)
+
+
+def _official_in_child(name: str, form: str) -> bytes | str:
+    """The official converter's file, converted in a child process (the model is rebuilt there
+    from the same seed): the converter crashes its process on some models (a segmentation fault
+    on a Keras 3 LSTM in full integer, TF 2.21)."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "official.tflite")
+        child = subprocess.run([sys.executable, __file__, "--official-child", name, form, path],
+                               capture_output=True, text=True)
+        if child.returncode != 0:
+            return f"the official converter crashed (exit code {child.returncode})"
+        with open(path, "rb") as f:
+            data = f.read()
+    return data.decode()[len("error: "):] if data.startswith(b"error: ") else data
+
+
+def official_child(name: str, form: str, path: str) -> None:
+    import tensorflow as tf
+
+    model = build(name)
     official = tf.lite.TFLiteConverter.from_keras_model(model)
     _configure(official, form, model)
     try:
-        theirs: bytes | str = official.convert()
+        data = official.convert()
     except Exception as e:  # noqa: BLE001 - reported in the table
-        theirs = str(e).splitlines()[0][:80]
-    return ours.convert(), theirs
+        data = ("error: " + str(e).splitlines()[0][:80]).encode()
+    with open(path, "wb") as f:
+        f.write(data)
 
 
 # -- timing ------------------------------------------------------------------------------------
@@ -148,7 +178,11 @@ def measure(name: str, form: str, runs: int, warmup: int, threads: int) -> dict[
     from ai_edge_litert.interpreter import Interpreter as LiteRT
 
     model = build(name)
-    ours, theirs = convert_both(model, form)
+    ours, theirs = convert_both(name, model, form)
+    if isinstance(ours, str):
+        return {"model": name, "form": form, "numlite_bytes": None, "ms": {}, "note": f"numlite converter: {ours}",
+                "official_bytes": len(theirs) if isinstance(theirs, bytes) else None, "ratio": None,
+                "official_error": None if isinstance(theirs, bytes) else theirs, "max_diff": None, "diff_unit": "abs"}
     x = sample(model, 1)
     interpreters = {"litert_numlite_file": LiteRT(model_content=ours, num_threads=threads),
                     "numlite": numlite.Interpreter(model_content=ours)}
@@ -190,11 +224,11 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         ms = r["ms"]
         official = r["official_bytes"]
         lines.append("| " + " | ".join([
-            r["model"], r["form"], f"{r['numlite_bytes'] / 1024:.1f} KiB",
+            r["model"], r["form"], f"{r['numlite_bytes'] / 1024:.1f} KiB" if r["numlite_bytes"] else "-",
             f"{official / 1024:.1f} KiB" if official else "-",
-            f"{r['numlite_bytes'] / official:.3f}" if official else "-",
+            f"{r['numlite_bytes'] / official:.3f}" if official and r["numlite_bytes"] else "-",
             f"{ms['litert_official_file']:.3f}" if "litert_official_file" in ms else "-",
-            f"{ms['litert_numlite_file']:.3f}", f"{ms['numlite']:.3f}" if "numlite" in ms else "-",
+            f"{ms['litert_numlite_file']:.3f}" if "litert_numlite_file" in ms else "-", f"{ms['numlite']:.3f}" if "numlite" in ms else "-",
             f"{r['ratio']:.2f}x" if r["ratio"] else "-",
             "-" if r["max_diff"] is None else f"{r['max_diff']:.3g}" + (" quanta" if r["diff_unit"] == "quanta" else ""),
             "; ".join(filter(None, [r["note"], r["official_error"] and f"official converter failed: {r['official_error']}"]))])
@@ -210,7 +244,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--json")
+    parser.add_argument("--official-child", nargs=3, metavar=("MODEL", "FORM", "PATH"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.official_child:
+        official_child(*args.official_child)
+        return 0
     rows = []
     for name in args.models.split(","):
         for form in args.forms.split(","):

@@ -160,6 +160,41 @@ def test_hybrid_lstm_with_per_channel_weights_is_refused():
         run_numlite(numlite.model.write_model(m), [lstm_input("sequences", 0)])
 
 
+# ------------------------------------------------------------------------------ BIDIRECTIONAL_SEQUENCE_LSTM
+
+BILSTM_OP = "BIDIRECTIONAL_SEQUENCE_LSTM"
+
+
+@functools.cache
+def keras_bilstm(sequences: bool) -> bytes:
+    """A Keras 3 Bidirectional(LSTM) with seeded weights, dynamic-range quantized by numlite's
+    converter (the official one keeps two loops; numlite fuses one BIDIRECTIONAL_SEQUENCE_LSTM,
+    which LiteRT runs with its hybrid kernel)."""
+    import keras
+
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((STEPS, FEATURES), batch_size=3)
+    x = keras.layers.Bidirectional(keras.layers.LSTM(32, return_sequences=sequences))(inputs)
+    model = keras.Model(inputs, x)
+    rng = np.random.default_rng(5)
+    model.set_weights([rng.uniform(-0.3, 0.3, w.shape).astype(np.float32) for w in model.get_weights()])
+    converter = numlite.TFLiteConverter.from_keras_model(model)
+    converter.optimizations = [numlite.Optimize.DEFAULT]
+    return converter.convert()
+
+
+@pytest.mark.parametrize("asymmetric", [True, False], ids=["asymmetric", "symmetric"])
+@pytest.mark.parametrize("sequences", [False, True], ids=["last", "sequences"])
+def test_hybrid_bidirectional_lstm_matches_litert(sequences, asymmetric):
+    model = keras_bilstm(sequences)
+    (dtypes,) = op_tensors(model, BILSTM_OP)
+    assert dtypes[0] == np.float32
+    assert all(d == np.int8 for d in dtypes[1:9] + dtypes[18:26])  # both directions' matrices
+    model = edit_options(model, BILSTM_OP, asymmetric_quantize_inputs=asymmetric)
+    for seed in (0, 1):
+        assert_matches(model, [lstm_input("stacked", seed)])
+
+
 # ------------------------------------------------------------------------------ EMBEDDING_LOOKUP
 
 TABLE = np.random.default_rng(11).normal(0, 1, (100, 16)).astype(np.float32)  # 1600 elements: quantized

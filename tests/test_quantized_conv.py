@@ -230,6 +230,54 @@ def test_16x8(fn, specs, op):
     check_integer(model, op, np.int16)
 
 
+# ------------------------------------------------------------------------------ FULLY_CONNECTED rescaling
+
+# 2048 rows of 32 outputs: LiteRT's FULLY_CONNECTED rounds ``acc * multiplier`` once, where the
+# other kernels round twice (gemmlowp's doubling high multiply, then a rounding shift); the two
+# differ on a few dozen of these 65536 outputs, and so does a multiplier computed from the
+# float32 product of the scales (per tensor, 16x8) instead of the double one.
+FC_BIG_W = RNG.normal(0, 0.3, (64, 32)).astype(np.float32)
+FC_BIG_B = RNG.normal(0, 0.5, 32).astype(np.float32)
+# Accumulators past 2**32 whose rescaled values are still in the int16 range (the calibration
+# sees inputs at +-2, so the output scale covers sums of 4096 maximal products).
+FC_DEEP_W = np.where(np.arange(4) % 2 == 0, 0.5, -0.5).astype(np.float32) * np.ones((4096, 1), np.float32)
+
+
+def _fc_big(x):
+    return tf.matmul(x, FC_BIG_W) + FC_BIG_B
+
+
+def _fc_deep(x):
+    return tf.matmul(x, FC_DEEP_W)
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["int8", "16x8"])
+@pytest.mark.parametrize("per_channel", [True, False], ids=["per_channel", "per_tensor"])
+def test_fully_connected_rounds_once(wide, per_channel):
+    model = full_integer(_fc_big, [_spec(2048, 64)], wide=wide, per_channel=per_channel)
+    assert (len(op_tensors(model, "FULLY_CONNECTED")[1][1].scale) > 1) == per_channel
+    check_integer(model, "FULLY_CONNECTED", np.int16 if wide else np.int8, seeds=(0,))
+
+
+def test_16x8_fully_connected_int64_accumulator():
+    """Sums beyond int32 (and products with the multiplier beyond int64) rescale exactly."""
+
+    def extremes():
+        for value in (2.0, -2.0):
+            yield [np.full((4, 4096), value, np.float32)]
+
+    ops = [tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8]
+    model = convert(_fc_deep, [_spec(4, 4096)], key="fc_deep_16x8", optimizations=[tf.lite.Optimize.DEFAULT],
+                    representative_dataset=extremes, target_spec=tf.lite.TargetSpec(supported_ops=ops),
+                    inference_input_type=tf.int16, inference_output_type=tf.int16)
+    x = np.zeros((4, 4096), np.int16)
+    x[0], x[1], x[2, :3000], x[3, :1500] = 32767, -32768, 32767, 32767  # |acc| up to 1.7e10
+    (actual,) = run_numlite(model, [x])
+    (reference,) = litert(model, [x], True)
+    np.testing.assert_array_equal(actual, reference)
+    assert np.abs(reference[2:]).max() < 32767  # in range, so a wrapped accumulator would show
+
+
 # ------------------------------------------------------------------------------ dynamic range
 
 

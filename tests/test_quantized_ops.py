@@ -406,8 +406,8 @@ def test_sum_int16_is_the_saturated_integer_sum():
     impulse[0, 0, 0, 0] = 7
     ours = run_interpreter(numlite.Interpreter(model_content=model), [impulse])[0]
     assert ours[0, 0, 0] == 7 and np.count_nonzero(ours) == 1
-    reference = run_sum(model, [impulse], OpResolverType.BUILTIN_REF)
-    assert reference[0, 0, 0] == 7 and np.count_nonzero(reference) > 1, "LiteRT's reference SUM was fixed: match it"
+    # (LiteRT's reference SUM gave other nonzero outputs here in 4 of 5 measured runs: its stray
+    # values depend on memory it did not write, so they are not asserted.)
 
 
 # -- details ----------------------------------------------------------------------------------

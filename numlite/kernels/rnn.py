@@ -98,8 +98,8 @@ def _check_float(kernel: Kernel, ins: Sequence[TensorInfo | None]) -> None:
         if t is not None and t.dtype != FLOAT:
             raise kernel.fail(
                 f"input {t.name!r} has dtype {t.dtype.name}; only float32 is supported"
-                " (hybrid int8-weight LSTMs run as UNIDIRECTIONAL_SEQUENCE_LSTM only; fully quantized"
-                " recurrent ops are not implemented)"
+                " (hybrid int8-weight LSTMs run as UNIDIRECTIONAL_SEQUENCE_LSTM or BIDIRECTIONAL_SEQUENCE_LSTM only;"
+                " fully quantized recurrent ops are not implemented)"
             )
 
 
@@ -665,7 +665,6 @@ class BidirectionalSequenceLstm(_BidirectionalSequence):
 
     def prepare(self, ins):
         self.expect_inputs(ins, 48)
-        _check_float(self, ins)
         self.setting = _lstm_params(self)
         o = self.options
         self.time_major, self.merge = bool(o.time_major), bool(o.merge_outputs)
@@ -673,8 +672,17 @@ class BidirectionalSequenceLstm(_BidirectionalSequence):
         aux = ins[39]
         has_aux_weights = any(ins[i] is not None for i in range(40, 48))
         self.bw_from_aux = aux is not None and not has_aux_weights
-        self.fw = LstmDirection(self, _lstm_operands(1, 35, aux=40))
-        self.bw = LstmDirection(self, _lstm_operands(18, 37, aux=44))
+        fw_ops, bw_ops = _lstm_operands(1, 35, aux=40), _lstm_operands(18, 37, aux=44)
+        if _is_hybrid(ins, fw_ops.input_to[1]):
+            # LiteRT's EvalHybrid once per direction, as the unidirectional hybrid LSTM
+            asymmetric = bool(getattr(o, "asymmetric_quantize_inputs", False))
+            if aux is not None and aux.dtype != FLOAT:
+                raise self.fail(f"aux input {aux.name!r} is {aux.dtype.name}; a hybrid LSTM needs float32 there")
+            self.fw = HybridLstmDirection(self, fw_ops, asymmetric)
+            self.bw = HybridLstmDirection(self, bw_ops, asymmetric)
+        else:
+            _check_float(self, ins)
+            self.fw, self.bw = LstmDirection(self, fw_ops), LstmDirection(self, bw_ops)
         steps, batch, n_input = _sequence_dims(self, ins[0], self.time_major)
         n_aux = self.aux_width(ins, steps, batch)
         _check_backward_input(self, aux, n_input, self.bw_from_aux)
