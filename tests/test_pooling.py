@@ -23,6 +23,11 @@ CASES = [
     ((1, 3, 3, 4), (5, 5), (1, 1), "SAME"),  # window larger than the image
     ((1, 7, 7, 8), (7, 7), (1, 1), "VALID"),  # global pooling
     ((2, 5, 5, 3), (2, 2), (3, 3), "SAME"),  # stride larger than the window
+    # Windows that tile the input (filter = stride, no padding): rows, then columns.
+    ((2, 7, 9, 3), (2, 3), (2, 3), "VALID"),  # a row and no column left over
+    ((1, 8, 8, 4), (2, 2), (2, 2), "SAME"),  # SAME that needs no padding
+    ((1, 5, 8, 2), (1, 2), (1, 2), "VALID"),  # columns only
+    ((2, 6, 5, 2), (3, 1), (3, 1), "VALID"),  # rows only
 ]
 
 

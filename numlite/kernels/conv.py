@@ -18,17 +18,21 @@ How the work is laid out:
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Sequence
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from numlite.errors import PrepareError
-from numlite.kernels import hybrid
-from numlite.kernels.base import Kernel, Spec, TensorInfo, fused_activation, register, scratch
+from numlite.kernels import hybrid, parallel
+from numlite.kernels.base import Kernel, Spec, TensorInfo, register, scratch
+from numlite.kernels.clamp import clamp
+from numlite.kernels.scratchpad import border_views, check_size, nbytes_of, scratchpad_for
 from numlite.kernels.operands import input_weights_bias, transpose_conv_operands
 
 SAME, VALID = 0, 1
+FLOAT32 = np.dtype(np.float32)
 
 
 # ----------------------------------------------------------------------------- geometry
@@ -94,23 +98,42 @@ def transpose_conv_weight_matrix(wts: np.ndarray) -> np.ndarray:
 
 
 class PaddedInput:
-    """A buffer holding the input surrounded by a constant border, allocated once.
+    """A buffer holding the input surrounded by a constant border.
 
-    The border is written at construction and never touched again; ``fill(x)`` only copies
-    the interior. With no padding the input itself is used and nothing is allocated.
+    Owned (the default): allocated once, the border written at construction and never touched
+    again; ``fill(x)`` only copies the interior. Shared (``shared=True``): the kernel gives it
+    memory from the interpreter's scratchpad with :meth:`attach`, which other kernels also
+    write, so ``fill`` writes the border again each time. With no padding the input itself is
+    used and nothing is allocated.
     """
 
-    def __init__(self, shape: tuple[int, ...], pads: tuple[int, int, int, int], dtype: np.dtype, value: float = 0.0):
+    def __init__(
+        self, shape: tuple[int, ...], pads: tuple[int, int, int, int], dtype: np.dtype, value: float = 0.0, shared: bool = False
+    ):
         top, bottom, left, right = pads
         self.needed = any(pads)
+        self.value, self.shared = value, shared
+        self.borders: list[np.ndarray] = []
         if self.needed:
             n, h, w, c = shape
-            self.buffer = scratch((n, h + top + bottom, w + left + right, c), dtype, fill=value)
-            self.interior = self.buffer[:, top : top + h, left : left + w, :]
+            self.shape = (n, h + top + bottom, w + left + right, c)
+            check_size(self.shape, dtype)
+            self.box = ((0, top, left, 0), (n, top + h, left + w, c))
+            if not shared:
+                self.attach(scratch(self.shape, dtype, fill=value))
+
+    def attach(self, buffer: np.ndarray) -> None:
+        """Use ``buffer`` (of the padded shape) from now on."""
+        (_, top, left, _), (_, bottom, right, _) = self.box
+        self.buffer = buffer
+        self.interior = buffer[:, top:bottom, left:right, :]
+        self.borders = border_views(buffer, *self.box) if self.shared else []
 
     def fill(self, x: np.ndarray) -> np.ndarray:
         if not self.needed:
             return x
+        for border in self.borders:
+            border.fill(self.value)
         np.copyto(self.interior, x)
         return self.buffer
 
@@ -127,12 +150,13 @@ class TapSource:
     contiguous, for kernels that loop over taps (depthwise convolution, pooling).
 
     NumPy is fast on long contiguous inner loops and slow on many short ones, so the point is
-    to make every output row one run of ``OW * C`` values. Padding is a constant border
-    written once at construction. A horizontal stride ``s > 1`` would break rows into runs of
+    to make every output row one run of ``OW * C`` values. Padding is a constant border.
+    A horizontal stride ``s > 1`` would break rows into runs of
     ``C``; the padded columns are therefore dealt into ``s`` phase planes (plane ``p`` holds
     padded columns ``p, p + s, p + 2s, ...``) in which each tap's row is contiguous again.
     ``repeat > 1`` repeats every channel that many times (depthwise multipliers). When no
     padding, phase or repetition is needed the input itself is viewed and nothing is copied.
+    Owned or shared memory as in :class:`PaddedInput` (``plane_shape`` is what to attach).
     """
 
     def __init__(
@@ -145,6 +169,7 @@ class TapSource:
         dtype: np.dtype,
         fill_value: float = 0.0,
         repeat: int = 1,
+        shared: bool = False,
     ) -> None:
         n, h, w, c = in_shape
         top, bottom, left, right = pads
@@ -152,20 +177,37 @@ class TapSource:
         self.row_shape = (n, out_hw[0], out_hw[1] * c * repeat)
         sw = strides[1]
         self.direct = not any(pads) and sw == 1 and repeat == 1
+        self.fill_value, self.shared = fill_value, shared
+        self.fills: list = []
+        self.borders: list[np.ndarray] = []
         if self.direct:
             return
         hp, wq = h + top + bottom, -(-(w + left + right) // sw)
-        planes6 = scratch((sw, n, hp, wq, c, repeat), dtype, fill=fill_value)
-        self.planes = planes6.reshape(sw, n, hp, wq, c * repeat)
-        # Where each phase of input columns goes: (destination view, input column slice).
-        self.fills = []
+        self.plane_shape = (sw, n, hp, wq, c, repeat)
+        check_size(self.plane_shape, dtype)  # before anything loops over the planes
+        # Per phase plane with input columns: (plane, first input column, count, first plane column).
+        self.layout = []
         for p in range(sw):
             first = (p - left) % sw  # first input column whose padded column is in plane p
-            if first >= w:
-                continue
-            count = len(range(first, w, sw))
-            j0 = (first + left) // sw
-            self.fills.append((planes6[p, :, top : top + h, j0 : j0 + count], slice(first, None, sw)))
+            if first < w:
+                self.layout.append((p, first, len(range(first, w, sw)), (first + left) // sw))
+        self.rows = (top, top + h)
+        if not shared:
+            self.attach(scratch(self.plane_shape, dtype, fill=fill_value))
+
+    def attach(self, planes6: np.ndarray) -> None:
+        """Use ``planes6`` (of ``plane_shape``) from now on."""
+        sw, n, hp, wq, c, repeat = self.plane_shape
+        self.planes = planes6.reshape(sw, n, hp, wq, c * repeat)
+        top, bottom = self.rows
+        # Where each phase of input columns goes: (destination view, input column slice).
+        self.fills = [(planes6[p, :, top:bottom, j0 : j0 + count], slice(first, None, sw)) for p, first, count, j0 in self.layout]
+        self.borders = []
+        if self.shared:
+            with_input = {p for p, *_ in self.layout}
+            for p, first, count, j0 in self.layout:
+                self.borders += border_views(planes6[p], (0, top, j0, 0, 0), (n, bottom, j0 + count, c, repeat))
+            self.borders += [planes6[p] for p in range(sw) if p not in with_input]
 
     def _plane_view(self, ky: int, kx: int) -> np.ndarray:
         (oh, ow), (sh, sw), (dh, dw) = self.out_hw, self.strides, self.dilations
@@ -175,17 +217,44 @@ class TapSource:
         return _merge_rows(view)
 
     def fill(self, x: np.ndarray) -> None:
-        """Copy this invocation's input in (only the interior; the border stays as built)."""
+        """Copy this invocation's input in (and, in shared memory, the border)."""
         self.source = x
-        if not self.direct:
-            for dst, cols in self.fills:
-                np.copyto(dst, x[:, :, cols, :, None])
+        for border in self.borders:
+            border.fill(self.fill_value)
+        for dst, cols in self.fills:
+            np.copyto(dst, x[:, :, cols, :, None])
 
     def tap(self, ky: int, kx: int) -> np.ndarray:
         """``[N, OH, OW * C]``: what tap (ky, kx) meets for every output pixel."""
         if self.direct:
             return _merge_rows(tap_view(self.source, ky, kx, self.out_hw, self.strides, self.dilations))
         return self._plane_view(ky, kx)
+
+
+def tap_rectangles(
+    in_hw: tuple[int, int],
+    out_hw: tuple[int, int],
+    pads: tuple[int, int, int, int],
+    strides: tuple[int, int],
+    dilations: tuple[int, int],
+    taps: Sequence[tuple[int, int]],
+) -> list[tuple[int, int, int, int, int, int]]:
+    """For each tap, ``(y0, y1, x0, x1, iy, ix)``: the rectangle of output pixels whose window
+    meets that tap inside the input (empty when ``y1 <= y0`` or ``x1 <= x0``) and the input pixel
+    its first corner reads. Outside it the tap falls on padding, which adds nothing."""
+
+    def valid(size: int, out: int, pad: int, offset: int, stride: int) -> tuple[int, int]:
+        low = max(0, -(-(pad - offset) // stride))
+        high = min(out, (size - 1 + pad - offset) // stride + 1)
+        return low, max(low, high)
+
+    (h, w), (oh, ow), (top, _, left, _) = in_hw, out_hw, pads
+    rects = []
+    for ky, kx in taps:
+        y0, y1 = valid(h, oh, top, ky * dilations[0], strides[0])
+        x0, x1 = valid(w, ow, left, kx * dilations[1], strides[1])
+        rects.append((y0, y1, x0, x1, y0 * strides[0] + ky * dilations[0] - top, x0 * strides[1] + kx * dilations[1] - left))
+    return rects
 
 
 def _merge_rows(view: np.ndarray) -> np.ndarray:
@@ -321,10 +390,70 @@ def _expect_rank(kernel: Kernel, t: TensorInfo, rank: int, what: str) -> None:
 
 # ----------------------------------------------------------------------------- CONV_2D
 
+# When one thread computes a whole im2col convolution, its blocks are still cut so that the
+# im2col scratch stays under about this many bytes (ResNet50's first layer would need 7 MiB).
+COL_BLOCK_BYTES = 1 << 21
+# Likewise for the padded, phase-split input rows a strided depthwise block lays out.
+PLANE_BLOCK_BYTES = 1 << 20
+
+
+def row_blocks(n: int, oh: int, parts: int) -> list[tuple[int, int, int]]:
+    """``(batch, first_row, stop_row)`` blocks of output rows, about ``parts`` in all, none
+    crossing from one batch element into the next (their strided views do not merge)."""
+    per_batch = max(1, -(-parts // max(n, 1)))
+    return [(b, y0, y1) for b in range(n) for y0, y1 in parallel.split(oh, per_batch)]
+
+
+class ScratchUser:
+    """Mixin of kernels whose working memory comes from the interpreter's scratchpad
+    (``scratchpad``): they list it at prepare and carve it at eval, when stale."""
+
+    scratch_specs: list = []
+    generation = -1
+
+    def want_scratch(self, specs: Sequence[tuple[tuple[int, ...], np.dtype]]) -> None:
+        """Note the arrays eval will carve (each checked by ``scratchpad.check_size``)."""
+        self.scratch_specs = list(specs)
+        for shape, dtype in self.scratch_specs:
+            check_size(shape, dtype)
+        self.pad = scratchpad_for(self.node)
+        self.pad.reserve(nbytes_of(self.scratch_specs))
+        self.generation = -1
+
+    def scratch_stale(self) -> bool:
+        return bool(self.scratch_specs) and self.generation != self.pad.generation
+
+    def take_scratch(self) -> list[np.ndarray]:
+        if not self.scratch_specs:
+            return []
+        arrays = self.pad.carve(self.scratch_specs)
+        self.generation = self.pad.generation
+        return arrays
+
+    @property
+    def scratch_bytes(self) -> int:
+        """Bytes of scratchpad this kernel uses (the pad holds the largest kernel's)."""
+        return nbytes_of(self.scratch_specs)
+
+
+def block_parts(threads: int) -> int:
+    """Blocks per op: one for a single thread, else a few per thread, so that a thread held up
+    by another process leaves its share to the others (``parallel``)."""
+    return 1 if threads <= 1 else 3 * threads
+
 
 @register("CONV_2D")
-class Conv2D(Kernel):
-    """2-D convolution, grouped when the input has a multiple of the filter's channels."""
+class Conv2D(ScratchUser, Kernel):
+    """2-D convolution, grouped when the input has a multiple of the filter's channels.
+
+    An ungrouped convolution runs in blocks of output rows. Each block is one BLAS matmul (of
+    the input's pixels directly for a 1x1 stride-1 convolution, else of an im2col block copied
+    from a strided view of the zero-bordered input into per-thread scratch), then the bias and
+    the clamp while the block is still in cache. Blocks are shared among threads
+    (``parallel``), OpenBLAS running each one on a single thread. A grouped convolution is one
+    batched matmul over a group-major im2col matrix. The padded input and the im2col memory
+    come from the interpreter's scratchpad.
+    """
 
     hybrid: Kernel | None = None  # the dynamic-range kernel this node runs, if any
 
@@ -340,49 +469,125 @@ class Conv2D(Kernel):
         n, h, w, c = x.shape
         out_c, kh, kw, group_c = f.shape
         strides, dilations, (oh, ow), (top, bottom, left, right) = conv_window(self, (h, w), (kh, kw))
-        self.activation = fused_activation(self.options)
+        self.activation = clamp(self.options)
 
         self.groups = groups
         self.rows = n * oh * ow  # rows of the matmul: one per output pixel
         self.depth = kh * kw * group_c  # columns of the im2col matrix of one group
         self.pointwise = kh == kw == 1 and strides == (1, 1) and not any((top, bottom, left, right))
         if not self.pointwise:
-            self.padded = PaddedInput(x.shape, (top, bottom, left, right), np.dtype(np.float32))
+            self.padded = PaddedInput(x.shape, (top, bottom, left, right), np.dtype(np.float32), shared=True)
             self.window = (n, oh, ow, kh, kw, c)
             self.window_steps = (strides[0], strides[1], dilations[0], dilations[1])
-            # Group-major im2col rows, so that each group's matrix is contiguous for BLAS.
-            self.col = scratch((groups, self.rows, self.depth), np.float32)
-            self.col_view = self.col.reshape(groups, n, oh, ow, kh, kw, group_c)
         self.weights = None if f.value is None else self._weight_matrix(f.value)
         self.bias = None if bias.value is None else tiled(bias.value, ow)
+        self.bound: tuple | None = None  # the (input, output) arrays the blocks view
+        self.cols: list[np.ndarray] = []  # im2col memory, carved from the scratchpad
+        specs = [(self.padded.shape, np.float32)] if not self.pointwise and self.padded.needed else []
+        if groups == 1:
+            specs += self._plan_blocks(n, oh, ow, out_c)
+        elif not self.pointwise:  # group-major im2col rows: each group's matrix contiguous for BLAS
+            specs.append(((groups, self.rows, self.depth), np.float32))
+        self.want_scratch(specs)
         return [Spec((n, oh, ow, out_c), np.dtype(np.float32))]
+
+    def _plan_blocks(self, n: int, oh: int, ow: int, out_c: int) -> list:
+        """Plans the row blocks; the im2col scratch they need (one block per thread)."""
+        work = self.rows * self.depth * out_c
+        most_parts = max(1, self.rows // parallel.MIN_BLOCK_ROWS)
+        self.threads = min(parallel.threads_for(self.node, work), most_parts)
+        self.run = parallel.runner(self.threads, work)
+        parts = block_parts(self.threads)
+        if not self.pointwise:
+            parts = max(parts, -(-self.rows * self.depth * 4 // COL_BLOCK_BYTES))
+        self.blocks = row_blocks(n, oh, min(parts, most_parts))
+        self.matrix = None if self.weights is None else self.weights[0]
+        self.bias_row = self.bias
+        if self.pointwise or not self.rows:
+            return []
+        most = max(y1 - y0 for _, y0, y1 in self.blocks) * ow
+        return [((most, self.depth), np.float32)] * self.threads
+
+    def _attach(self) -> None:
+        """Carve the scratch: the padded input first, then the im2col memory."""
+        arrays = self.take_scratch()
+        if not self.pointwise and self.padded.needed:
+            self.padded.attach(arrays.pop(0))
+        self.cols = arrays
 
     def _weight_matrix(self, f: np.ndarray) -> np.ndarray:
         """``[out_c, kh, kw, in_c/g]`` as ``[g, depth, out_c/g]``."""
         return grouped_weight_matrix(f, self.groups, self.depth)
 
-    def _im2col(self, x: np.ndarray) -> np.ndarray:
-        np.copyto(self.col_view, grouped_im2col(self.padded.fill(x), self.window, self.window_steps, self.groups))
-        return self.col
+    def _bind(self, x: np.ndarray, out: np.ndarray) -> None:
+        """Build the blocks' tasks over views of this input, output and scratch (again only
+        when the runtime hands the node other arrays or the scratchpad moved)."""
+        n, oh, ow, out_c = out.shape
+        pixels = out.reshape(-1, out_c)
+        out_rows = out.reshape(n * oh, ow * out_c)
+        if self.pointwise:
+            source = x.reshape(-1, x.shape[3])
+        else:
+            src = self.padded.buffer if self.padded.needed else x
+            source = grouped_im2col(src, self.window, self.window_steps, 1)[0]
+        self.tasks = []
+        for b, y0, y1 in self.blocks:
+            r0, r1 = b * oh + y0, b * oh + y1
+            dst, rows = pixels[r0 * ow : r1 * ow], out_rows[r0:r1]
+            if self.pointwise:
+                self.tasks.append(partial(self._pointwise_block, source[r0 * ow : r1 * ow], dst, rows))
+            else:
+                self.tasks.append(partial(self._im2col_block, source[b, y0:y1], dst, rows))
+        self.bound = (x, out)
+
+    def _pointwise_block(self, lhs: np.ndarray, dst: np.ndarray, rows: np.ndarray, slot: int) -> None:
+        np.matmul(lhs, self.matrix, out=dst)
+        self._finish(rows)
+
+    def _im2col_block(self, window: np.ndarray, dst: np.ndarray, rows: np.ndarray, slot: int) -> None:
+        col = self.cols[slot][: dst.shape[0]]
+        np.copyto(col.reshape(window.shape), window)
+        np.matmul(col, self.matrix, out=dst)
+        self._finish(rows)
+
+    def _finish(self, rows: np.ndarray) -> None:
+        np.add(rows, self.bias_row, out=rows)
+        if self.activation is not None:
+            self.activation(rows)
 
     def eval(self, ins, outs):
         if self.hybrid is not None:
             return self.hybrid.eval(ins, outs)
         x, f, bias = ins[0], ins[1], ins[2]
-        weights = self.weights if self.weights is not None else self._weight_matrix(f)
         out = outs[0]
         if out.size == 0:
             return
+        stale = self.scratch_stale()
+        if stale:
+            self._attach()
+        if self.groups != 1:
+            return self._eval_grouped(x, f, bias, out)
+        if self.weights is None:  # a filter computed at run time
+            self.matrix = self._weight_matrix(f)[0]
+        if self.bias is None:
+            self.bias_row = tiled(bias, out.shape[2])
+        if not self.pointwise:
+            self.padded.fill(x)
+        if stale or self.bound is None or self.bound[0] is not x or self.bound[1] is not out:
+            self._bind(x, out)
+        self.run(self.tasks)
+
+    def _eval_grouped(self, x: np.ndarray, f: np.ndarray, bias: np.ndarray, out: np.ndarray) -> None:
+        weights = self.weights if self.weights is not None else self._weight_matrix(f)
         g = self.groups
         n, oh, ow, out_c = out.shape
         if self.pointwise:
             lhs = x.reshape(self.rows, g, -1).transpose(1, 0, 2)
         else:
-            lhs = self._im2col(x)
-        if g == 1:
-            np.matmul(lhs[0], weights[0], out=out.reshape(self.rows, out_c))
-        else:
-            np.matmul(lhs, weights, out=out.reshape(self.rows, g, out_c // g).transpose(1, 0, 2))
+            src = self.padded.fill(x)
+            lhs = self.cols[0]
+            np.copyto(lhs.reshape((g,) + self.window[:5] + (-1,)), grouped_im2col(src, self.window, self.window_steps, g))
+        np.matmul(lhs, weights, out=out.reshape(self.rows, g, out_c // g).transpose(1, 0, 2))
         rows = out.reshape(n * oh, ow * out_c)
         np.add(rows, self.bias if self.bias is not None else tiled(bias, ow), out=rows)
         if self.activation is not None:
@@ -393,7 +598,7 @@ class Conv2D(Kernel):
 
 
 @register("DEPTHWISE_CONV_2D")
-class DepthwiseConv2D(Kernel):
+class DepthwiseConv2D(ScratchUser, Kernel):
     """Per-channel convolution; output channel ``i * m + j`` filters input channel ``i``.
 
     The depth multiplier ``m`` is the ratio of filter to input channels, as LiteRT's builtin
@@ -401,7 +606,15 @@ class DepthwiseConv2D(Kernel):
     LiteRT's default (XNNPACK) delegate fails on it; zero or negative is ignored (the delegate
     then leaves the node to the builtin kernel). The input's channels are
     repeated ``m`` times, which turns the op into a multiplier-1 depthwise convolution over
-    the output channels: one multiply-add of a shifted input view per filter tap.
+    the output channels: one multiply-add of a shifted input view per filter tap, over blocks
+    of output rows shared among threads (``parallel``), each thread with its own product
+    scratch (from the interpreter's scratchpad).
+
+    With a horizontal stride of 1 and multiplier 1 each tap reads the input itself, over the
+    rectangle of outputs where it falls inside the image (``tap_rectangles``): padding costs
+    no copy. Otherwise the taps read a padded, phase-split copy (``TapSource``), whose rows
+    stay contiguous where a strided view's would not; each block lays out only the input rows
+    its windows cover, into its thread's scratch, so that the copy stays small and in cache.
     """
 
     hybrid: Kernel | None = None  # the dynamic-range kernel this node runs, if any
@@ -416,18 +629,137 @@ class DepthwiseConv2D(Kernel):
         n, h, w, c = x.shape
         _, kh, kw, out_c = f.shape
         strides, dilations, (oh, ow), pads = conv_window(self, (h, w), (kh, kw))
-        self.activation = fused_activation(self.options)
-        self.source = TapSource(x.shape, pads, (oh, ow), strides, dilations, np.dtype(np.float32), repeat=multiplier)
+        self.activation = clamp(self.options)
         self.taps = filter_taps(kh, kw)
-        self.product = np.empty(self.source.row_shape, np.float32)  # one tap's products
+        self.clipped = strides[1] == 1 and multiplier == 1
+        if self.clipped:
+            self.source = None
+            self.rects = tap_rectangles((h, w), (oh, ow), pads, strides, dilations, self.taps)
+            self.row_step = strides[0]
+        else:
+            self.source = None
+            self.window = (pads, strides, dilations, multiplier)
         self.weights = None if f.value is None else self._tap_weights(f.value, ow)
+        self.tap_rows = None if self.weights is None else [self.weights[ky, kx] for ky, kx in self.taps]
         self.bias = None if bias is None or bias.value is None else tiled(bias.value, ow)
+        self.bias_row = self.bias
+        work = n * oh * ow * out_c * len(self.taps)
+        self.threads = parallel.threads_for(self.node, work)
+        self.run = parallel.runner(self.threads, work if self.threads > 1 else 0)  # no BLAS to hold
+        parts = block_parts(self.threads)
+        if not self.clipped:  # padded input rows of ~PLANE_BLOCK_BYTES per block at most
+            parts = max(parts, -(-n * (h + pads[0] + pads[1]) * (w + pads[2] + pads[3]) * out_c * 4 // PLANE_BLOCK_BYTES))
+        self.blocks = row_blocks(n, oh, min(parts, max(n * oh, 1)))
+        most = max((y1 - y0 for _, y0, y1 in self.blocks), default=0)
+        products = [((most, ow * out_c), np.float32)] * (self.threads if len(self.taps) > 1 or self.clipped else 0)
+        self.products: list[np.ndarray] = []
+        planes = []
+        if not self.clipped:
+            self.block_sources = [self._block_sources(x.shape, (kh, kw), block, ow) for block in self.blocks]
+            largest = max((int(np.prod(s[0][2].plane_shape)) for s in self.block_sources), default=0)
+            planes = [((largest,), np.float32)] * self.threads
+        self.want_scratch(planes + products)
+        self.bound: tuple | None = None
         return [Spec((n, oh, ow, out_c), np.dtype(np.float32))]
+
+    def _block_sources(self, in_shape: tuple[int, ...], filter_hw: tuple[int, int], block: tuple[int, int, int], ow: int) -> list:
+        """One ``(first input row, stop row, TapSource)`` per thread for a block of output rows:
+        the input rows its windows meet, padded as the whole input is at the edges."""
+        _, h, w, c = in_shape
+        (top, _, left, right), strides, dilations, multiplier = self.window
+        _, y0, y1 = block
+        first = y0 * strides[0] - top  # padded-input row of the block's first window
+        stop = (y1 - 1) * strides[0] + (filter_hw[0] - 1) * dilations[0] - top + 1
+        r0, r1 = min(max(first, 0), h), max(min(stop, h), 0)
+        r1 = max(r0, r1)
+        pads = (r0 - first, stop - r0 - (r1 - r0), left, right)
+        return [
+            (r0, r1, TapSource((1, r1 - r0, w, c), pads, (y1 - y0, ow), strides, dilations, FLOAT32, repeat=multiplier, shared=True))
+            for _ in range(self.threads)
+        ]
+
+    def _attach(self) -> None:
+        arrays = self.take_scratch()
+        if not self.clipped:
+            planes, arrays = arrays[: self.threads], arrays[self.threads :]
+            for sources in self.block_sources:
+                for plane, (_, _, source) in zip(planes, sources):
+                    source.attach(plane[: int(np.prod(source.plane_shape))].reshape(source.plane_shape))
+        self.products = arrays
 
     @staticmethod
     def _tap_weights(f: np.ndarray, ow: int) -> np.ndarray:
         """``[1, kh, kw, C]`` as ``[kh, kw, OW * C]``: each tap's weights along an output row."""
         return np.tile(f[0], (1, 1, ow))
+
+    def _bind(self, x: np.ndarray, out: np.ndarray) -> None:
+        if self.clipped:
+            self._bind_clipped(x, out)
+            return
+        n, oh, ow, c = out.shape
+        acc = out.reshape(n, oh, ow * c)
+        self.tasks = []
+        for (b, y0, y1), sources in zip(self.blocks, self.block_sources):
+            per_slot = [
+                (source, x[b : b + 1, r0:r1], [source.tap(ky, kx)[0] for ky, kx in self.taps]) for r0, r1, source in sources
+            ]
+            self.tasks.append(partial(self._block, per_slot, acc[b, y0:y1]))
+        self.bound = (x, out)
+
+    def _bind_clipped(self, x: np.ndarray, out: np.ndarray) -> None:
+        """Tasks reading each tap's rectangle straight from the input. A block starts from a
+        tap that covers all of it (the centre one, for SAME padding), else from zeros."""
+        n, oh, ow, c = out.shape
+        flat = [p.reshape(-1) for p in self.products]
+        self.tasks = []
+        for b, by0, by1 in self.blocks:
+            first, rest = None, []
+            for row, (y0, y1, x0, x1, iy, ix) in zip(self.tap_rows, self.rects):
+                top, bottom = max(y0, by0), min(y1, by1)
+                if top >= bottom or x0 >= x1:
+                    continue
+                rows, width = bottom - top, (x1 - x0) * c
+                start = iy + (top - y0) * self.row_step
+                stop = start + (rows - 1) * self.row_step + 1
+                view = x[b, start : stop : self.row_step, ix : ix + x1 - x0].reshape(rows, width)
+                acc = out[b, top:bottom, x0:x1].reshape(rows, width)
+                if first is None and (top, bottom, x0, x1) == (by0, by1, 0, ow):
+                    first = (view, row, acc)
+                else:
+                    products = [p[: rows * width].reshape(rows, width) for p in flat]
+                    rest.append((view, row[:width], acc, products))
+            block = out[b, by0:by1].reshape(by1 - by0, ow * c)
+            self.tasks.append(partial(self._clipped_block, first, rest, block))
+        self.bound = (x, out)
+
+    def _clipped_block(self, first: tuple | None, rest: list, block: np.ndarray, slot: int) -> None:
+        if first is None:
+            block.fill(0)
+        else:
+            np.multiply(first[0], first[1], out=first[2])
+        for view, row, acc, products in rest:
+            product = products[slot]
+            np.multiply(view, row, out=product)
+            np.add(acc, product, out=acc)
+        self._finish(block)
+
+    def _finish(self, acc: np.ndarray) -> None:
+        if self.bias_row is not None:
+            np.add(acc, self.bias_row, out=acc)
+        if self.activation is not None:
+            self.activation(acc)
+
+    def _block(self, per_slot: list[tuple], acc: np.ndarray, slot: int) -> None:
+        source, rows, views = per_slot[slot]
+        source.fill(rows)
+        weights = self.tap_rows
+        np.multiply(views[0], weights[0], out=acc)
+        if len(views) > 1:
+            product = self.products[slot][: acc.shape[0]]
+            for view, row in zip(views[1:], weights[1:]):
+                np.multiply(view, row, out=product)
+                np.add(acc, product, out=acc)
+        self._finish(acc)
 
     def eval(self, ins, outs):
         if self.hybrid is not None:
@@ -437,32 +769,32 @@ class DepthwiseConv2D(Kernel):
         if out.size == 0:
             return
         ow = out.shape[2]
-        weights = self.weights if self.weights is not None else self._tap_weights(f, ow)
-        self.source.fill(x)
-        acc = out.reshape(self.source.row_shape)
-        for i, (ky, kx) in enumerate(self.taps):
-            if i == 0:
-                np.multiply(self.source.tap(ky, kx), weights[ky, kx], out=acc)
-            else:
-                np.multiply(self.source.tap(ky, kx), weights[ky, kx], out=self.product)
-                np.add(acc, self.product, out=acc)
-        if bias is not None:
-            np.add(acc, self.bias if self.bias is not None else tiled(bias, ow), out=acc)
-        if self.activation is not None:
-            self.activation(out)
+        stale = self.scratch_stale()
+        if self.weights is None:  # a filter computed at run time: the tasks hold its rows
+            weights = self._tap_weights(f, ow)
+            self.tap_rows = [weights[ky, kx] for ky, kx in self.taps]
+            stale = True
+        if bias is not None and self.bias is None:
+            self.bias_row = tiled(bias, ow)
+        if stale:
+            self._attach()
+        if stale or self.bound is None or self.bound[0] is not x or self.bound[1] is not out:
+            self._bind(x, out)
+        self.run(self.tasks)
 
 
 # ----------------------------------------------------------------------------- TRANSPOSE_CONV
 
 
 @register("TRANSPOSE_CONV")
-class TransposeConv(Kernel):
+class TransposeConv(ScratchUser, Kernel):
     """Transposed convolution; inputs are (output_shape, weights, input[, bias]).
 
     Each input pixel adds ``input[b, y, x, :] @ weights[:, ky, kx, :].T`` to output pixel
     ``(y * stride_h + ky - pad_top, x * stride_w + kx - pad_left)``; contributions falling
     outside the requested output are dropped. The padding is LiteRT's: computed as if the
-    *output* were the input of a forward convolution.
+    *output* were the input of a forward convolution. The contributions and the canvas come
+    from the interpreter's scratchpad.
     """
 
     def prepare(self, ins: Sequence[TensorInfo | None]) -> list[Spec]:
@@ -473,7 +805,7 @@ class TransposeConv(Kernel):
         (h, w), (kh, kw) = transpose_conv_shapes(self, x, wts, bias)
         n, out_c = x.shape[0], wts.shape[0]
         strides, _ = _spatial_options(self, dilated=False)
-        self.activation = fused_activation(self.options)
+        self.activation = clamp(self.options)
         self.weights = None if wts.value is None else self._weight_matrix(wts.value)
         if shape_t.value is None:
             return [Spec(None, np.dtype(np.float32))]  # prepared again with the value at invoke
@@ -484,9 +816,10 @@ class TransposeConv(Kernel):
         self.geometry = ((h, w), strides, (1, 1))
         self.taps = filter_taps(kh, kw)
         self.rows = n * h * w
-        self.col = scratch((n, h, w, kh, kw, out_c), np.float32)
         self.direct = (top, left, canvas_h, canvas_w) == (0, 0, oh, ow)
-        self.canvas = None if self.direct else scratch((n, canvas_h, canvas_w, out_c), np.float32)
+        specs = [((n, h, w, kh, kw, out_c), np.float32)]
+        self.want_scratch(specs + ([] if self.direct else [((n, canvas_h, canvas_w, out_c), np.float32)]))
+        self.canvas = None
         self.crop = (slice(None), slice(top, top + oh), slice(left, left + ow), slice(None))
         self.bias = None if bias is None or bias.value is None else tiled(bias.value, ow)
         return [Spec(out_shape, np.dtype(np.float32))]
@@ -500,6 +833,8 @@ class TransposeConv(Kernel):
         if out.size == 0:
             return
         n, oh, ow, out_c = out.shape
+        if self.scratch_stale():
+            self.col, self.canvas = (self.take_scratch() + [None])[:2]
         np.matmul(x.reshape(self.rows, -1), weights, out=self.col.reshape(self.rows, -1))
         canvas = out if self.direct else self.canvas
         canvas.fill(0)

@@ -1,13 +1,20 @@
-"""Matrix products: FULLY_CONNECTED and BATCH_MATMUL (float32), both straight onto BLAS."""
+"""Matrix products: FULLY_CONNECTED and BATCH_MATMUL (float32), both straight onto BLAS.
+
+Both run through ``parallel``: OpenBLAS on one thread per call (its own pool spins beside
+ours and, on a machine whose cores are busy, makes small products many times slower), a large
+FULLY_CONNECTED cut into blocks of rows (or of units, for a few rows) shared among threads.
+"""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Sequence
 
 import numpy as np
 
-from numlite.kernels import hybrid
-from numlite.kernels.base import Kernel, Spec, TensorInfo, fused_activation, register
+from numlite.kernels import hybrid, parallel
+from numlite.kernels.base import Kernel, Spec, TensorInfo, register
+from numlite.kernels.clamp import clamp
 from numlite.kernels.operands import (
     adjoint_options,
     batch_matmul_shape,
@@ -45,10 +52,40 @@ class FullyConnected(Kernel):
         depth, out_shape = fully_connected_shape(self, x, wts, bias, whole_rows=False)
         self.depth = depth
         self.batch = x.size // depth if depth else 0
-        self.activation = fused_activation(opts)
+        self.activation = clamp(opts)
         # A constant [units, depth] matrix is transposed once, so that BLAS reads it row-major.
         self.weights = None if wts.value is None else np.ascontiguousarray(wts.value.T)
+        units = wts.shape[0]
+        work = self.batch * depth * units
+        self.threads = parallel.threads_for(self.node, work)
+        self.run = parallel.runner(self.threads, work)
+        parts = 1 if self.threads == 1 else 3 * self.threads
+        # Enough rows: blocks of rows (each reads all the weights, so not thin ones); a few
+        # rows (a batch of one): blocks of units.
+        self.by_rows = self.batch >= parallel.MIN_BLOCK_ROWS * parts
+        self.blocks = parallel.split(self.batch if self.by_rows else units, parts, minimum=16)
+        self.bound: tuple | None = None
         return [Spec(out_shape, FLOAT)]
+
+    def _bind(self, x: np.ndarray, weights: np.ndarray, bias: np.ndarray | None, out: np.ndarray) -> None:
+        """Tasks over views of these arrays (rebuilt only when the runtime hands others)."""
+        lhs = x.reshape(-1)[: self.batch * self.depth].reshape(self.batch, self.depth)
+        out2d = out.reshape(self.batch, -1)
+        self.tasks = []
+        for a, b in self.blocks:
+            if self.by_rows:
+                args = (lhs[a:b], weights, bias, out2d[a:b])
+            else:
+                args = (lhs, weights[:, a:b], None if bias is None else bias[a:b], out2d[:, a:b])
+            self.tasks.append(partial(self._block, *args))
+        self.bound = (x, weights, bias, out)
+
+    def _block(self, lhs: np.ndarray, weights: np.ndarray, bias: np.ndarray | None, out: np.ndarray, slot: int) -> None:
+        np.matmul(lhs, weights, out=out)
+        if bias is not None:
+            np.add(out, bias, out=out)
+        if self.activation is not None:
+            self.activation(out)
 
     def eval(self, ins, outs):
         if self.hybrid is not None:
@@ -61,13 +98,10 @@ class FullyConnected(Kernel):
             out.fill(0)
             return
         weights = self.weights if self.weights is not None else wts.T
-        lhs = x.reshape(-1)[: self.batch * self.depth].reshape(self.batch, self.depth)
-        out2d = out.reshape(self.batch, -1)
-        np.matmul(lhs, weights, out=out2d)
-        if bias is not None:
-            np.add(out2d, bias, out=out2d)
-        if self.activation is not None:
-            self.activation(out)
+        bound = self.bound
+        if bound is None or bound[0] is not x or bound[1] is not weights or bound[2] is not bias or bound[3] is not out:
+            self._bind(x, weights, bias, out)
+        self.run(self.tasks)
 
 
 @register("BATCH_MATMUL")
@@ -89,7 +123,10 @@ class BatchMatMul(Kernel):
                     " (or integer operands with quantization parameters, or an int8 rhs)"
                 )
         self.adj_x, self.adj_y = adjoint_options(self)
-        return [Spec(batch_matmul_shape(self, lhs, rhs, self.adj_x, self.adj_y), FLOAT)]
+        shape = batch_matmul_shape(self, lhs, rhs, self.adj_x, self.adj_y)
+        inner = lhs.shape[-2] if self.adj_x else lhs.shape[-1]
+        self.run = parallel.runner(1, float(np.prod(shape, dtype=np.float64)) * inner)
+        return [Spec(shape, FLOAT)]
 
     def eval(self, ins, outs):
         if self.hybrid is not None:
@@ -99,4 +136,11 @@ class BatchMatMul(Kernel):
             lhs = lhs.swapaxes(-1, -2)
         if self.adj_y:
             rhs = rhs.swapaxes(-1, -2)
-        np.matmul(lhs, rhs, out=outs[0])
+        if self.run is parallel.serial:  # small: no task to build
+            np.matmul(lhs, rhs, out=outs[0])
+        else:
+            self.run([partial(_matmul, lhs, rhs, outs[0])])
+
+
+def _matmul(lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray, slot: int) -> None:
+    np.matmul(lhs, rhs, out=out)

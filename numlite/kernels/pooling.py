@@ -3,7 +3,9 @@
 Windows and SAME padding are those of the convolutions (``conv.window_geometry``). Padding
 never takes part: MAX_POOL_2D pads with -inf, AVERAGE_POOL_2D pads with zeros and divides each
 sum by the number of in-bounds pixels of its window, as LiteRT's reference kernel does. Both
-loop over the window's taps only, reducing one strided view of the input per tap.
+loop over the window's taps only, reducing one strided view of the input per tap; windows that
+tile the input (filter equal to stride, no padding: Keras' default 2x2 pooling) are reduced
+first along their rows, then along their columns, in fewer and longer NumPy calls.
 L2_POOL_2D is ``sqrt(mean of x²)`` over the in-bounds pixels of each window: an average pool of
 the squared input followed by a square root, then the fused activation.
 """
@@ -14,8 +16,9 @@ from typing import Sequence
 
 import numpy as np
 
-from numlite.kernels.base import Kernel, Spec, TensorInfo, fused_activation, register
-from numlite.kernels.conv import TapSource, filter_taps, output_window
+from numlite.kernels.base import Kernel, Spec, TensorInfo, register
+from numlite.kernels.clamp import clamp
+from numlite.kernels.conv import ScratchUser, TapSource, filter_taps, output_window
 
 FLOAT = np.dtype(np.float32)
 
@@ -51,11 +54,13 @@ def pool_window(kernel: Kernel, x: TensorInfo) -> tuple[tuple[int, int, int, int
     return pads, strides, (h, w, oh, ow, pads[0], pads[2], fh, fw, strides)
 
 
-class Pool2D(Kernel):
+class Pool2D(ScratchUser, Kernel):
     """Shared prepare and tap loop of the pools; subclasses set the padding value, the
-    reduction of one tap into the accumulator, and what happens after the last tap."""
+    reduction of one tap into the accumulator, and what happens after the last tap. A padded
+    or strided input is laid out in the interpreter's scratchpad."""
 
     pad_value: float = 0.0
+    ufunc: np.ufunc  # combines two taps
 
     def prepare(self, ins: Sequence[TensorInfo | None]) -> list[Spec]:
         self.expect_inputs(ins, 1)
@@ -64,8 +69,16 @@ class Pool2D(Kernel):
             raise self.fail(f"input {x.name!r} has dtype {x.dtype.name}; only float32 is supported")
         pads, strides, self.geometry = pool_window(self, x)
         oh, ow = self.geometry[2:4]
-        self.activation = fused_activation(self.options)
-        self.source = TapSource(x.shape, pads, (oh, ow), strides, (1, 1), FLOAT, self.pad_value)
+        fh, fw = self.geometry[6:8]
+        self.activation = clamp(self.options)
+        self.tiled = (fh, fw) == strides and not any(pads) and fh * fw > 1
+        if self.tiled:  # rows first into scratch (when columns follow), then columns
+            n, _, _, c = x.shape
+            self.want_scratch([((n, oh, ow * fw * c), FLOAT)] if fh > 1 and fw > 1 else [])
+            self.rows_sum: np.ndarray | None = None
+            return [Spec((n, oh, ow, c), FLOAT)]
+        self.source = TapSource(x.shape, pads, (oh, ow), strides, (1, 1), FLOAT, self.pad_value, shared=True)
+        self.want_scratch([] if self.source.direct else [(self.source.plane_shape, FLOAT)])
         self.taps = filter_taps(*self.geometry[6:8])
         return [Spec((x.shape[0], oh, ow, x.shape[3]), FLOAT)]
 
@@ -76,10 +89,40 @@ class Pool2D(Kernel):
     def finish(self, acc: np.ndarray) -> None:
         pass
 
+    def _eval_tiled(self, x: np.ndarray, out: np.ndarray) -> None:
+        n, oh, ow, c = out.shape
+        fh, fw = self.geometry[6:8]
+        combine = type(self).ufunc
+        rows = x[:, : oh * fh, : ow * fw].reshape(n, oh, fh, ow * fw * c)
+        if fw == 1:
+            acc = out.reshape(n, oh, ow * c)
+        elif fh == 1:
+            acc = rows[:, :, 0]
+        else:
+            if self.scratch_stale():
+                self.rows_sum = self.take_scratch()[0]
+            acc = self.rows_sum
+        if fh > 1:
+            combine(rows[:, :, 0], rows[:, :, 1], out=acc)
+            for j in range(2, fh):
+                combine(acc, rows[:, :, j], out=acc)
+        if fw > 1:
+            cols = acc.reshape(n, oh, ow, fw * c)
+            combine(cols[..., :c], cols[..., c : 2 * c], out=out)
+            for j in range(2, fw):
+                combine(out, cols[..., j * c : (j + 1) * c], out=out)
+        self.finish(out.reshape(n, oh, ow * c))
+        if self.activation is not None:
+            self.activation(out)
+
     def eval(self, ins, outs):
         out = outs[0]
         if out.size == 0:
             return
+        if self.tiled:
+            return self._eval_tiled(ins[0], out)
+        if self.scratch_stale():
+            self.source.attach(self.take_scratch()[0])
         self.source.fill(ins[0])
         acc = out.reshape(self.source.row_shape)
         for i, (ky, kx) in enumerate(self.taps):
@@ -95,6 +138,7 @@ class Pool2D(Kernel):
 @register("MAX_POOL_2D")
 class MaxPool2D(Pool2D):
     pad_value = -np.inf
+    ufunc = np.maximum
 
     @staticmethod
     def reduce(acc, view):
@@ -104,6 +148,7 @@ class MaxPool2D(Pool2D):
 @register("AVERAGE_POOL_2D")
 class AveragePool2D(Pool2D):
     pad_value = 0.0
+    ufunc = np.add
 
     def prepare(self, ins):
         specs = super().prepare(ins)

@@ -5,6 +5,11 @@ The reducers take the axes as an int32 tensor (negative axes count from the end,
 count once, an empty list reduces nothing) and a ``keep_dims`` option. Like LiteRT they work
 in the input's own type: integer sums and products wrap, integer MEAN sums in int64 and then
 divides truncating toward zero, as C++ integer division does.
+
+A float32 SUM or MEAN over consecutive axes (a global average pool: H and W of NHWC) is one
+BLAS product of the input, viewed as ``[before, reduced, after]``, with a vector of ones:
+several times faster than NumPy's strided reduction, and more accurate (BLAS keeps several
+partial sums).
 """
 
 from __future__ import annotations
@@ -13,7 +18,11 @@ from typing import Sequence
 
 import numpy as np
 
+from numlite.kernels import parallel
 from numlite.kernels.base import Kernel, Spec, TensorInfo, normalize_axis, register
+
+# Below this many reduced elements NumPy's own sum costs no more than the product.
+BLAS_SUM_FROM = 16
 
 
 def resolve_axes(axis_values: np.ndarray, ndim: int) -> tuple[int, ...]:
@@ -43,6 +52,7 @@ class Reducer(Kernel):
     """Shared prepare of the axis-tensor reductions; subclasses implement ``reduce``."""
 
     dtypes: tuple = (np.float32, np.int32, np.int64)
+    block: tuple[int, int, int] | None = None  # a float32 sum done as a product (module docstring)
 
     def prepare(self, ins):
         self.expect_inputs(ins, 2)
@@ -55,7 +65,21 @@ class Reducer(Kernel):
         self.axes = resolve_axes(axis.value, x.ndim)
         self.keep_dims = bool(self.options.keep_dims) if self.options is not None else False
         self.count = int(np.prod([x.shape[a] for a in self.axes], dtype=np.int64))
+        self.kept_shape = reduced_shape(x.shape, self.axes, True)
+        self.block = None
+        if x.dtype == np.float32 and self.count >= BLAS_SUM_FROM and self.axes:
+            self.block = sum_block(x.shape, self.axes)
+            if self.block is not None:
+                self.ones = np.ones(self.block[1], np.float32)
+                self.run = parallel.runner(1, x.size)
         return [Spec(reduced_shape(x.shape, self.axes, self.keep_dims), x.dtype)]
+
+    def blas_sum(self, x: np.ndarray, out: np.ndarray) -> None:
+        """The float32 sum over ``self.block``'s middle axis as a product with ones."""
+        if self.run is parallel.serial:
+            _sum_product(x, self.ones, self.block, out, 0)
+        else:
+            self.run([lambda slot: _sum_product(x, self.ones, self.block, out, slot)])
 
     def check_quantization(self, x: TensorInfo) -> None:
         """Reducers that would need requantization reject quantized inputs."""
@@ -63,11 +87,27 @@ class Reducer(Kernel):
     def eval(self, ins, outs):
         out = outs[0]
         # Reduce with keepdims into a view of the output, so that one code path serves both.
-        target = out.reshape(reduced_shape(ins[0].shape, self.axes, True))
-        self.reduce(ins[0], self.axes, target)
+        self.reduce(ins[0], self.axes, out.reshape(self.kept_shape))
 
     def reduce(self, x: np.ndarray, axes: tuple[int, ...], out: np.ndarray) -> None:
         raise NotImplementedError
+
+
+def sum_block(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, int, int] | None:
+    """``(before, reduced, after)`` sizes when ``axes`` are consecutive (in any order), else None."""
+    first, last = min(axes), max(axes)
+    if last - first + 1 != len(axes):
+        return None
+    size = lambda dims: int(np.prod(dims, dtype=np.int64))  # noqa: E731
+    return size(shape[:first]), size(shape[first : last + 1]), size(shape[last + 1 :])
+
+
+def _sum_product(x: np.ndarray, ones: np.ndarray, block: tuple[int, int, int], out: np.ndarray, slot: int) -> None:
+    before, reduced, after = block
+    if after == 1:
+        np.matmul(x.reshape(before, reduced), ones, out=out.reshape(before))
+    else:
+        np.matmul(ones, x.reshape(before, reduced, after), out=out.reshape(before, after))
 
 
 @register("SUM")
@@ -76,7 +116,10 @@ class Sum(Reducer):
     dtypes = (np.float32, np.int32, np.int64)
 
     def reduce(self, x, axes, out):
-        np.sum(x, axis=axes, dtype=x.dtype, out=out, keepdims=True)
+        if self.block is not None and x.size:
+            self.blas_sum(x, out)
+            return
+        np.add.reduce(x, axis=axes, dtype=x.dtype, out=out, keepdims=True)  # np.sum, less overhead
 
 
 @register("REDUCE_PROD")
@@ -181,8 +224,11 @@ class Mean(Reducer):
             return
         target = out.reshape(reduced_shape(x.shape, self.axes, True))
         if x.dtype.kind == "f":
-            np.sum(x, axis=self.axes, dtype=x.dtype, out=target, keepdims=True)
-            target /= np.asarray(self.count, x.dtype)
+            if self.block is not None:
+                self.blas_sum(x, target)
+            else:
+                np.sum(x, axis=self.axes, dtype=x.dtype, out=target, keepdims=True)
+            np.divide(target, np.asarray(self.count, x.dtype), out=target)
             return
         # Integers: sum in int64 (wrapping), then divide truncating toward zero and narrow.
         total = np.sum(x, axis=self.axes, dtype=np.int64, keepdims=True)

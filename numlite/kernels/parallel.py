@@ -1,0 +1,322 @@
+"""Splitting a heavy kernel's work over threads, and keeping BLAS out of their way.
+
+NumPy runs each call on one core (BLAS aside) but releases the GIL while it computes, so a
+kernel whose work divides into independent pieces (row blocks of a convolution's output) can
+run them on several Python threads at once. :func:`run` hands a list of tasks to a small pool
+of worker threads and the calling thread alike; every thread takes the next task from one
+shared iterator until none is left (work stealing). On a machine whose cores are busy with
+other processes a worker may wake late or not at all; the caller then simply takes more of the
+tasks, so a split never waits on a sleeping thread for more than the one task it is running.
+
+While the tasks run, OpenBLAS is held to one thread (its own pool would otherwise spin up
+beside ours on every small matmul of every task) and the workers take the caller's
+floating-point environment, so that the interpreter's flush-to-zero mode holds in them too.
+
+How many threads a kernel may use is decided at prepare (:func:`threads_for`): the
+interpreter's ``num_threads`` (all usable cores by default), fewer when the work is too small to
+pay for waking a thread. How many it does use is decided at each run: no more than the cores
+other processes leave idle (:func:`idle_cores`, from ``/proc/stat``). On a loaded machine an
+extra Python thread does not just find no core: when the OS preempts it while it holds the GIL,
+the caller stalls until it runs again, and a split measures slower than no split at all.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import glob
+import itertools
+import os
+import threading
+import time
+from functools import partial
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+Task = Callable[[int], None]  # called with the thread's slot: 0 the caller, 1.. the workers
+
+# Work (multiply-adds or element operations) below which an op is not split: waking a worker
+# takes from tens of microseconds to over a millisecond (an idle virtual CPU), and two threads
+# then hand the GIL back and forth at every NumPy call, so only ops of a millisecond or more
+# gain (measured on a 2-core VM: 16M multiply-adds is about 0.3 ms of BLAS).
+MIN_SPLIT_WORK = 1 << 24
+
+# Fewest matmul rows per block when a product is cut into blocks of rows: every block streams
+# the whole weight matrix through the cache, so thin blocks of a layer with many weights
+# (ResNet50's 7x7x512 3x3 convolutions: 49 rows, 9 MiB of weights) multiply its memory traffic.
+MIN_BLOCK_ROWS = 256
+
+
+def cpu_count() -> int:
+    """Cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def requested_threads(node: Any) -> int:
+    """The interpreter's ``num_threads`` for a kernel's node (None or -1: every usable core)."""
+    runtime = getattr(node, "runtime", None)
+    interpreter = getattr(runtime, "interpreter", None)
+    n = getattr(interpreter, "num_threads", None)
+    if n is None or n == -1:
+        return cpu_count()
+    return max(1, int(n))
+
+
+def threads_for(node: Any, work: float) -> int:
+    """Threads worth using for ``work`` multiply-adds on this node."""
+    n = requested_threads(node)
+    if n <= 1 or work < MIN_SPLIT_WORK:
+        return 1
+    return int(min(n, max(1, work // max(1, MIN_SPLIT_WORK // 2))))
+
+
+def split(total: int, parts: int, minimum: int = 1) -> list[tuple[int, int]]:
+    """``[start, stop)`` ranges cutting ``range(total)`` into at most ``parts`` nearly equal pieces
+    of at least ``minimum`` each (one piece when ``total`` is small)."""
+    parts = max(1, min(parts, total // max(minimum, 1)))
+    bounds = [total * i // parts for i in range(parts + 1)]
+    return [(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+# ----------------------------------------------------------------------------- idle cores
+
+
+class _IdleCores:
+    """Cores not used by other processes, from the change of the machine's busy time
+    (``/proc/stat``) minus this process's own CPU time, over windows of about a quarter second."""
+
+    WINDOW = 0.25
+
+    def __init__(self) -> None:
+        self.tick = 1.0 / (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
+        self.cores = cpu_count()
+        self.idle = float(self.cores)
+        self.last: tuple[float, float, float] | None = None
+        self.readable = os.path.exists("/proc/stat")
+
+    def _busy_seconds(self) -> float:
+        with open("/proc/stat", "rb") as f:
+            fields = f.readline().split()
+        # user nice system idle iowait irq softirq steal: all but idle and iowait are busy
+        values = [int(v) for v in fields[1:9]]
+        return (sum(values) - values[3] - values[4]) * self.tick
+
+    def __call__(self) -> float:
+        if not self.readable:
+            return self.idle
+        now = time.monotonic()
+        if self.last is not None and now - self.last[0] < self.WINDOW:
+            return self.idle
+        try:
+            busy = self._busy_seconds()
+        except (OSError, ValueError, IndexError):
+            self.readable = False
+            return self.idle
+        times = os.times()
+        own = times.user + times.system
+        if self.last is not None:
+            then, busy0, own0 = self.last
+            others = ((busy - busy0) - (own - own0)) / (now - then)
+            self.idle = min(float(self.cores), max(0.0, self.cores - others))
+        self.last = (now, busy, own)
+        return self.idle
+
+
+idle_cores = _IdleCores()
+
+
+# ----------------------------------------------------------------------------- OpenBLAS
+
+
+def _load_openblas() -> tuple[Any, Any] | None:
+    """NumPy's bundled OpenBLAS ``(set_num_threads, get_num_threads)``, or None if not found."""
+    libs = glob.glob(os.path.join(os.path.dirname(np.__file__) + ".libs", "lib*openblas*.so*"))
+    for path in libs:
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for prefix, suffix in (("scipy_openblas", "64_"), ("scipy_openblas", ""), ("openblas", "64_"), ("openblas", "")):
+            try:
+                setter = getattr(lib, f"{prefix}_set_num_threads{suffix}")
+                getter = getattr(lib, f"{prefix}_get_num_threads{suffix}")
+            except AttributeError:
+                continue
+            setter.argtypes, setter.restype = [ctypes.c_int], None
+            getter.argtypes, getter.restype = [], ctypes.c_int
+            return setter, getter
+    return None
+
+
+_BLAS = _load_openblas()
+
+
+class _BlasSingleThread:
+    """Context: OpenBLAS on one thread inside, its previous count restored after."""
+
+    def __enter__(self) -> int:
+        if _BLAS is None:
+            return 0
+        self.previous = _BLAS[1]()
+        if self.previous != 1:
+            _BLAS[0](1)
+        return self.previous
+
+    def __exit__(self, *exc: Any) -> None:
+        if _BLAS is not None and self.previous != 1:
+            _BLAS[0](self.previous)
+
+
+# ----------------------------------------------------------------------------- FP environment
+
+
+def _load_libm() -> Any:
+    try:
+        libm = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
+        libm.fegetenv, libm.fesetenv  # noqa: B018 - both must exist
+        return libm
+    except (OSError, AttributeError):
+        return None
+
+
+_LIBM = _load_libm()
+_ENV_BYTES = 64  # larger than fenv_t on every glibc platform
+
+
+def _get_env(buffer: Any) -> bytes:
+    if _LIBM is None:
+        return b""
+    _LIBM.fegetenv(buffer)
+    return buffer.raw
+
+
+# ----------------------------------------------------------------------------- the pool
+
+
+class _Job:
+    __slots__ = ("tasks", "count", "finished", "done", "error", "env")
+
+    def __init__(self, tasks: Sequence[Task], env: bytes) -> None:
+        self.tasks = iter(tasks)  # next() on a list iterator is atomic under the GIL
+        self.count = len(tasks)
+        self.finished = itertools.count(1)
+        self.done = threading.Lock()
+        self.done.acquire()  # released by whichever thread finishes the last task
+        self.error: BaseException | None = None
+        self.env = env
+
+    def work(self, slot: int) -> None:
+        for task in self.tasks:
+            try:
+                task(slot)
+            except BaseException as e:  # handed to the caller, which raises it
+                if self.error is None:
+                    self.error = e
+            if next(self.finished) == self.count:
+                self.done.release()
+
+
+class _Worker:
+    def __init__(self, pool: "_Pool", slot: int) -> None:
+        self.pool, self.slot = pool, slot
+        self.wake = threading.Lock()
+        self.wake.acquire()
+        self.env = b""
+        self.env_buffer = ctypes.create_string_buffer(_ENV_BYTES)
+        self.thread = threading.Thread(target=self.loop, name=f"numlite-kernel-{slot}", daemon=True)
+        self.thread.start()
+
+    def loop(self) -> None:
+        while True:
+            self.wake.acquire()
+            job = self.pool.job
+            if job is None:
+                continue
+            if job.env and job.env != self.env and _LIBM is not None:
+                self.env_buffer.raw = job.env
+                _LIBM.fesetenv(self.env_buffer)
+                self.env = job.env
+            job.work(self.slot)
+
+    def signal(self) -> None:
+        try:
+            self.wake.release()
+        except RuntimeError:  # already signalled and not yet awake: it will see the job
+            pass
+
+
+class _Pool:
+    def __init__(self) -> None:
+        self.workers: list[_Worker] = []
+        self.job: _Job | None = None
+        self.lock = threading.Lock()  # one split at a time (interpreters in several threads)
+        self.env_buffer = ctypes.create_string_buffer(_ENV_BYTES)
+
+    def ensure(self, n: int) -> None:
+        while len(self.workers) < n - 1:
+            self.workers.append(_Worker(self, len(self.workers) + 1))
+
+    def run(self, tasks: Sequence[Task], threads: int) -> None:
+        if threads > 1:  # only onto cores other processes leave idle (rounded to nearest)
+            threads = min(threads, max(1, int(idle_cores() + 0.5)))
+        if threads <= 1 or len(tasks) <= 1 or not self.lock.acquire(blocking=False):
+            with _BlasSingleThread():
+                for task in tasks:
+                    task(0)
+            return
+        try:
+            self.ensure(threads)
+            job = _Job(tasks, _get_env(self.env_buffer))
+            self.job = job
+            with _BlasSingleThread():
+                for worker in self.workers[: min(threads, len(tasks)) - 1]:
+                    worker.signal()
+                job.work(0)
+                job.done.acquire()
+            self.job = None
+        finally:
+            self.lock.release()
+        if job.error is not None:
+            raise job.error
+
+
+_POOL = _Pool()
+
+
+def _reset_after_fork() -> None:  # a forked child has none of the parent's threads
+    global _POOL
+    _POOL = _Pool()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+# OpenBLAS runs a product of fewer multiply-adds than this on the calling thread anyway (its
+# GEMM_MULTITHREAD_THRESHOLD): no need to hold it to one thread around such a kernel.
+BLAS_SINGLE_BELOW = 1 << 18
+
+
+def serial(tasks: Sequence[Task]) -> None:
+    """Run the tasks one after the other on the calling thread, OpenBLAS left as it is."""
+    for task in tasks:
+        task(0)
+
+
+def runner(threads: int, work: float) -> Callable[[Sequence[Task]], None]:
+    """What a kernel calls with its tasks at each eval: :func:`serial` for small work on one
+    thread (no per-call cost beyond the loop), else :func:`run` on ``threads``."""
+    if threads <= 1 and work < BLAS_SINGLE_BELOW:
+        return serial
+    return partial(run, threads=threads)
+
+
+def run(tasks: Sequence[Task], threads: int) -> None:
+    """Run every task once, on up to ``threads`` threads (the caller's included); each task gets
+    its thread's slot (0 for the caller, 1 to ``threads - 1`` for workers) to pick its scratch
+    memory. Returns when all are done; re-raises the first exception a task raised."""
+    _POOL.run(tasks, threads)

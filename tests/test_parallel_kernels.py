@@ -1,0 +1,149 @@
+"""Heavy float kernels split over threads (numlite.kernels.parallel) against LiteRT.
+
+The kernels only split work that is large enough, in blocks that are not too thin, and only
+onto cores other processes leave idle, so these tests lower the thresholds and report every
+core idle: each model then runs as blocks on several threads, and must still give LiteRT's
+results."""
+
+import threading
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import numlite
+from helpers import assert_close, convert, random_inputs, run_litert
+from numlite.interpreter.denormals import SUPPORTED as FLUSH_SUPPORTED
+from numlite.interpreter.denormals import FlushDenormals
+from numlite.kernels import parallel
+
+
+@pytest.fixture
+def split_everything(monkeypatch):
+    monkeypatch.setattr(parallel, "MIN_SPLIT_WORK", 1)
+    monkeypatch.setattr(parallel, "MIN_BLOCK_ROWS", 8)
+    monkeypatch.setattr(parallel, "idle_cores", lambda: 64.0)
+
+
+def _weights(shape, seed):
+    return np.random.default_rng(seed).uniform(-0.5, 0.5, shape).astype(np.float32)
+
+
+def _kernel(interpreter, node=0):
+    kernel = interpreter.subgraph(0).plan[node].kernel
+    return getattr(kernel, "impl", None) or kernel
+
+
+def _assert_split_matches_litert(model, threads=3):
+    inputs = random_inputs(model)
+    expected = run_litert(model, inputs)
+    interpreter = numlite.Interpreter(model_content=model, num_threads=threads)
+    interpreter.allocate_tensors()
+    kernel = _kernel(interpreter)
+    assert kernel.threads == threads
+    for d, value in zip(interpreter.get_input_details(), inputs):
+        interpreter.set_tensor(d["index"], value)
+    for _ in range(2):  # the second invoke reuses the tasks bound by the first
+        interpreter.invoke()
+        actual = [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+        for a, e in zip(actual, expected):
+            assert_close(a, e)
+    assert len(kernel.tasks) > 1
+    return kernel
+
+
+CONV_CASES = [
+    ((2, 13, 11, 8), (1, 1, 8, 12), 1, "VALID", tf.nn.relu6),  # pointwise: the pixels as rows
+    ((2, 13, 11, 5), (3, 3, 5, 7), 1, "SAME", tf.nn.relu),  # im2col over a padded input
+    ((1, 15, 12, 3), (3, 3, 3, 6), 2, "SAME", lambda y: y),  # strided, odd padding
+    ((1, 10, 9, 4), (2, 3, 4, 5), 1, "VALID", lambda y: y),  # im2col of the input itself
+]
+
+
+@pytest.mark.parametrize("case", CONV_CASES, ids=lambda c: f"{c[0]}-{c[1]}-{c[2]}-{c[3]}")
+def test_conv2d_split_over_threads(split_everything, case):
+    shape, hwio, stride, padding, act = case
+    w, b = _weights(hwio, 1), _weights(hwio[-1:], 2)
+    model = convert(
+        lambda x: act(tf.nn.conv2d(x, w, stride, padding) + b), [tf.TensorSpec(shape, tf.float32)], key=("split conv", case)
+    )
+    kernel = _assert_split_matches_litert(model)
+    assert len(kernel.cols) in (0, kernel.threads)  # im2col scratch: one block per thread
+
+
+@pytest.mark.parametrize("stride,multiplier", [(1, 1), (2, 2)])
+def test_depthwise_split_over_threads(split_everything, stride, multiplier):
+    w = _weights((3, 3, 6, multiplier), 3)
+    b = _weights((6 * multiplier,), 4)
+    model = convert(
+        lambda x: tf.nn.relu6(tf.nn.depthwise_conv2d(x, w, (1, stride, stride, 1), "SAME") + b),
+        [tf.TensorSpec((2, 14, 13, 6), tf.float32)],
+        key=("split depthwise", stride, multiplier),
+    )
+    _assert_split_matches_litert(model)
+
+
+@pytest.mark.parametrize("batch", [1, 300])  # blocks of units, blocks of rows
+def test_fully_connected_split_over_threads(split_everything, batch):
+    w, b = _weights((40, 96), 5), _weights((96,), 6)
+    model = convert(lambda x: tf.nn.relu(tf.matmul(x, w) + b), [tf.TensorSpec((batch, 40), tf.float32)], key=("split fc", batch))
+    kernel = _assert_split_matches_litert(model, threads=2)
+    assert kernel.by_rows == (batch > 1)
+
+
+def test_a_task_error_reaches_the_caller(split_everything):
+    def fail(slot):
+        raise ValueError("task failed")
+
+    with pytest.raises(ValueError, match="task failed"):
+        parallel.run([fail, lambda slot: None, lambda slot: None], threads=2)
+
+
+@pytest.mark.skipif(not FLUSH_SUPPORTED, reason="no flush-to-zero control on this platform")
+def test_workers_take_the_callers_flush_to_zero_mode(split_everything):
+    """Inside invoke denormals are zero (as in LiteRT); a worker thread must compute so too."""
+    tiny = np.full(4, 1e-39, np.float32)  # a denormal
+    both = threading.Barrier(2, timeout=10)  # each of two tasks waits for the other: two threads
+    results = {}
+
+    def task(slot):
+        both.wait()
+        results[slot] = tiny * np.float32(1)
+
+    with FlushDenormals():
+        parallel.run([task, task], threads=2)
+    assert sorted(results) == [0, 1]
+    for value in results.values():
+        assert not value.any()
+    assert (tiny * np.float32(1)).all()  # outside the context denormals are kept
+
+
+def test_kernels_share_one_scratchpad():
+    """Pools (with a -inf border), convolutions and depthwise convolutions (zero borders) carve
+    their padded inputs from one buffer, as large as the largest single need; every invoke
+    writes the borders again, so each op still sees its own padding."""
+    w1, b1 = _weights((3, 3, 4, 6), 7), _weights((6,), 8)
+    w2, b2 = _weights((5, 5, 6, 1), 9), _weights((6,), 10)
+
+    def net(x):
+        y = tf.nn.max_pool2d(x, 3, 2, "SAME")
+        y = tf.nn.relu(tf.nn.conv2d(y, w1, 1, "SAME") + b1)
+        y = tf.nn.depthwise_conv2d(y, w2, (1, 1, 1, 1), "SAME") + b2
+        return tf.nn.avg_pool2d(y - 3.0, 3, 2, "SAME")  # negative values: a zero border would show
+
+    model = convert(net, [tf.TensorSpec((2, 17, 16, 4), tf.float32)], key="shared scratchpad")
+    inputs = random_inputs(model)
+    expected = run_litert(model, inputs)
+    interpreter = numlite.Interpreter(model_content=model)
+    interpreter.allocate_tensors()
+    for d, value in zip(interpreter.get_input_details(), inputs):
+        interpreter.set_tensor(d["index"], value)
+    for _ in range(2):
+        interpreter.invoke()
+        assert_close(interpreter.get_tensor(interpreter.get_output_details()[0]["index"]), expected[0])
+    kernels = [_kernel(interpreter, n) for n in range(len(interpreter.subgraph(0).plan))]
+    needs = [k.scratch_bytes for k in kernels if hasattr(k, "scratch_bytes")]
+    assert len([n for n in needs if n]) >= 3
+    pads = {id(k.pad) for k in kernels if getattr(k, "scratch_specs", None)}
+    assert len(pads) == 1
+    assert next(k.pad for k in kernels if getattr(k, "scratch_specs", None)).nbytes == max(needs)
