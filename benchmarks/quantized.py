@@ -114,8 +114,6 @@ def _configure(converter: Any, form: str, model: Any) -> None:
 
 def convert_both(name: str, model: Any, form: str) -> tuple[bytes | str, bytes | str]:
     """(numlite's file or its error, the official file or the official converter's error)."""
-    import tensorflow as tf
-
     ours = numlite.TFLiteConverter.from_keras_model(model)
     _configure(ours, form, model)
     try:

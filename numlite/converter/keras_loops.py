@@ -34,7 +34,7 @@ import numpy as np
 
 from numlite import fusion as api
 from numlite.converter.fusions import Implements, emit_fusion
-from numlite.converter.graph import FuncRef, Graph, Node, Value
+from numlite.converter.graph import Graph, Node, Value
 from numlite.errors import ConversionError
 from numlite.fusion.keras import lstm_loop
 
