@@ -13,9 +13,10 @@ context manager does nothing and ``SUPPORTED`` is False.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import platform
 from typing import Any
+
+from numlite.fpenv import load_libm
 
 _MACHINE = platform.machine().lower()
 
@@ -36,18 +37,7 @@ _FLUSH_BITS = {
 }
 
 
-def _load_libm() -> Any:
-    if _MACHINE not in _FLUSH_BITS:
-        return None
-    try:
-        libm = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
-        libm.fegetenv, libm.fesetenv  # noqa: B018 - both must exist
-        return libm
-    except (OSError, AttributeError):
-        return None
-
-
-_LIBM = _load_libm()
+_LIBM = load_libm() if _MACHINE in _FLUSH_BITS else None
 SUPPORTED = _LIBM is not None
 
 

@@ -23,7 +23,6 @@ the caller stalls until it runs again, and a split measures slower than no split
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import glob
 import itertools
 import os
@@ -33,6 +32,8 @@ from functools import partial
 from typing import Any, Callable, Sequence
 
 import numpy as np
+
+from numlite.fpenv import load_libm
 
 Task = Callable[[int], None]  # called with the thread's slot: 0 the caller, 1.. the workers
 
@@ -174,16 +175,7 @@ class _BlasSingleThread:
 # ----------------------------------------------------------------------------- FP environment
 
 
-def _load_libm() -> Any:
-    try:
-        libm = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
-        libm.fegetenv, libm.fesetenv  # noqa: B018 - both must exist
-        return libm
-    except (OSError, AttributeError):
-        return None
-
-
-_LIBM = _load_libm()
+_LIBM = load_libm()
 _ENV_BYTES = 64  # larger than fenv_t on every glibc platform
 
 
