@@ -3,8 +3,8 @@
 
 Comparisons take two inputs of one dtype, broadcast them and give bool. LiteRT compares
 float32, float16, int16, int32 and int64 directly; EQUAL and NOT_EQUAL also bool and strings.
-Its uint8/int8 comparisons go through the inputs' quantization scales (and abort without
-them), which numlite does not implement, so they are refused at prepare.
+Its uint8/int8 comparisons go through the inputs' quantization scales (``quantized_compare``);
+without them LiteRT aborts and numlite refuses them at prepare.
 
 Logical ops are bool only, LOGICAL_AND/OR with broadcasting.
 
@@ -38,7 +38,8 @@ class Comparison(Kernel):
         if a.dtype != b.dtype:
             raise self.fail(f"inputs have different dtypes: {a.dtype.name} and {b.dtype.name}")
         if a.dtype in (np.dtype(np.int8), np.dtype(np.uint8)):
-            raise self.fail(f"{a.dtype.name} comparisons (quantized in LiteRT) are not supported")
+            raise self.fail(f"{a.dtype.name} inputs without quantization parameters: LiteRT compares int8 and "
+                            "uint8 through their scales (see numlite.kernels.quantized_compare)")
         self.expect_dtype(a, *self.dtypes)
         return [Spec(broadcast_shape(a.shape, b.shape), np.dtype(np.bool_))]
 

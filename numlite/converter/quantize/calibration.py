@@ -1,9 +1,14 @@
 """Calibration for full-integer quantization: the range of every float activation.
 
 The float model is run by numlite's own interpreter (never TensorFlow) on each sample of the
-representative dataset, with every intermediate tensor kept, and the smallest and largest value
-each float tensor of the main subgraph takes over all samples is recorded -- the global min/max
-that TFLite's calibrator records too. TensorFlow-free.
+representative dataset, and the smallest and largest value each float tensor takes over all
+samples is recorded -- the global min/max that TFLite's calibrator records too. TensorFlow-free.
+
+The main subgraph's tensors are read after each invoke (every intermediate kept). Tensors of the
+subgraphs that control-flow ops call (IF branches, WHILE cond and body, nested to any depth) are
+overwritten at each call and iteration, so they are read as each operator finishes, through the
+interpreter's per-operator hooks (the profiler's ``before_op``/``after_op``, installed with
+``numlite.interpreter.profiler.profile``): a read-only observer, every call and iteration seen.
 
 A sample is what ``tf.lite.TFLiteConverter`` accepts from a ``representative_dataset``
 generator: a list (or tuple) of arrays in the order of the model's inputs, a dict keyed by the
@@ -34,33 +39,107 @@ class Range:
         return Range(min(self.min, other.min), max(self.max, other.max))
 
 
-def calibrate(model: Model, dataset: Callable[[], Iterable[Any]]) -> dict[int, Range]:
-    """Run the float ``model`` on every sample of ``dataset()``; return the range of each float
-    tensor of subgraph 0 that is computed at run time (inputs included), by tensor index."""
-    from numlite.interpreter.interpreter import Interpreter  # the converter's only use of it
+Ranges = dict[int, dict[int, Range]]  # subgraph index -> tensor index -> range
 
-    sg = model.subgraphs[0]
-    watched = [i for i, t in enumerate(sg.tensors) if t.type == "FLOAT32" and model.constant(sg, i) is None
-               and not t.is_variable]
+
+def calibrate(model: Model, dataset: Callable[[], Iterable[Any]], subgraphs: Iterable[int] = (0,),
+              capture: dict[tuple[int, int], list[list[np.ndarray | None]]] | None = None) -> Ranges:
+    """Run the float ``model`` on every sample of ``dataset()``; return the range of each float
+    tensor computed at run time (inputs included) in each of ``subgraphs``, by subgraph and
+    tensor index. A callee that never ran (a branch never taken) has no ranges.
+
+    ``capture`` maps (subgraph, node) to a list that receives, at each run of that operator, a
+    copy of its input arrays (None for omitted inputs): values an operator keeps inside, such as
+    a fused LSTM's cell state, are computed from them."""
+    from numlite.interpreter.interpreter import Interpreter  # the converter's only use of it
+    from numlite.interpreter.profiler import profile
+
+    callees = sorted(set(subgraphs) - {0})
+    watched = {s: _watched(model, s) for s in {0, *callees}}
     interpreter = Interpreter(model_content=write_model(model), experimental_preserve_all_tensors=True)
-    ranges: dict[int, Range] = {}
+    recorder = _Recorder(model, {s: set(watched[s]) for s in callees}, capture or {})
     samples = 0
     for sample in dataset():
         feeds = _feeds(model, sample, samples)
-        _run(interpreter, feeds, samples)
-        for i in watched:
-            value = interpreter.get_tensor(i)
-            if value.size == 0:
-                continue
-            if not np.all(np.isfinite(value)):
-                raise ConversionError(f"calibration sample {samples}: tensor {sg.tensors[i].name!r} takes a "
-                                      "non-finite value; a quantized model cannot represent it")
-            seen = Range(float(value.min()), float(value.max()))
-            ranges[i] = ranges[i].union(seen) if i in ranges else seen
+        recorder.sample = samples
+        if callees or capture:
+            with profile(interpreter, recorder):  # type: ignore[arg-type]  # a duck-typed observer
+                _run(interpreter, feeds, samples)
+            recorder.record_folded(interpreter)
+        else:
+            _run(interpreter, feeds, samples)
+        for i in watched[0]:
+            recorder.record(0, i, interpreter.get_tensor(i))
         samples += 1
     if samples == 0:
         raise ConversionError("representative_dataset yielded no samples: calibration needs at least one")
-    return ranges
+    return {s: recorder.ranges.get(s, {}) for s in watched}
+
+
+def _watched(model: Model, s: int) -> list[int]:
+    """The float tensors of subgraph ``s`` computed at run time (no constants, no variables)."""
+    sg = model.subgraphs[s]
+    return [i for i, t in enumerate(sg.tensors) if t.type == "FLOAT32" and model.constant(sg, i) is None
+            and not t.is_variable]
+
+
+class _Recorder:
+    """Collects tensor ranges; as an interpreter observer (the profiler's interface), it reads
+    the outputs of every operator of the watched callees when the operator finishes, and the
+    callees' inputs before their first operator reads them, and copies the inputs of the
+    operators asked for. Never writes anything."""
+
+    def __init__(self, model: Model, watched: dict[int, set[int]],
+                 capture: dict[tuple[int, int], list[list[np.ndarray | None]]]) -> None:
+        self.model = model
+        self.watched = watched
+        self.capture = capture
+        self.inputs = {s: [i for i in model.subgraphs[s].inputs if i in watched[s]] for s in watched}
+        self.ranges: Ranges = {}
+        self.sample = 0
+
+    def record(self, s: int, i: int, value: np.ndarray | None) -> None:
+        if value is None or value.size == 0:
+            return
+        if not np.all(np.isfinite(value)):
+            where = f"tensor {self.model.subgraphs[s].tensors[i].name!r}" + (f" of subgraph {s}" if s else "")
+            raise ConversionError(f"calibration sample {self.sample}: {where} takes a non-finite value; a "
+                                  "quantized model cannot represent it")
+        seen = Range(float(value.min()), float(value.max()))
+        ranges = self.ranges.setdefault(s, {})
+        ranges[i] = ranges[i].union(seen) if i in ranges else seen
+
+    def record_folded(self, interpreter: Any) -> None:
+        """Outputs the callees computed once at allocation (constant folding): no op runs them."""
+        for s, tensors in self.watched.items():
+            runtime = interpreter.subgraph(s)
+            for step in getattr(runtime, "plan", ()):
+                for o in step.outputs if step.folded else ():
+                    if o in tensors:
+                        self.record(s, o, runtime.arrays[o])
+
+    # -- the interpreter's observer interface (see numlite.interpreter.profiler.Profiler) ---------
+
+    def begin_invoke(self, runtime: Any) -> None:
+        pass
+
+    def end_invoke(self, runtime: Any) -> None:
+        pass
+
+    def before_op(self, runtime: Any, step: Any) -> None:
+        calls = self.capture.get((runtime.index, step.index))
+        if calls is not None:
+            calls.append([np.array(runtime.arrays[i], copy=True) if i >= 0 else None for i in step.inputs])
+        if step is runtime.steps[0] and runtime.index in self.watched:  # a call of the callee begins
+            for i in self.inputs[runtime.index]:
+                self.record(runtime.index, i, runtime.arrays[i])
+
+    def after_op(self, runtime: Any, step: Any) -> None:
+        tensors = self.watched.get(runtime.index)
+        if tensors is not None:
+            for o in step.outputs:
+                if o in tensors:
+                    self.record(runtime.index, o, runtime.arrays[o])
 
 
 def _feeds(model: Model, sample: Any, number: int) -> dict[int, np.ndarray]:
