@@ -167,10 +167,7 @@ def op_types(model: bytes) -> set[tuple[str, str]]:
 # so hybrid models get that bound: 2e-3 relative to the output's magnitude.
 FLOAT_TOLERANCE = {"float16": (1e-5, 1e-5), "dynamic": (2e-3, 2e-3)}
 
-MISSING = {  # (model, form): the ops numlite lacks for it, or gets wrong
-    ("lstm", "int8"): "numlite lacks the int8 UNIDIRECTIONAL_SEQUENCE_LSTM (integer LSTM kernel)",
-    ("lstm", "int8_float_io"): "numlite lacks the int8 UNIDIRECTIONAL_SEQUENCE_LSTM (integer LSTM kernel)",
-}
+MISSING: dict[tuple[str, str], str] = {}  # (model, form): the ops numlite lacks for it, or gets wrong
 
 
 def _cases():

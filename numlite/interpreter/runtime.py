@@ -254,7 +254,7 @@ class SubgraphRuntime:
             return  # keep the data: inputs set before a re-allocation and variables survive it
         t = self.graph.tensors[i]
         initial = self.model.constant(self.graph, i) if t.is_variable else None
-        self.arrays[i] = np.array(initial, dtype) if initial is not None else np.zeros(shape, dtype)
+        self.arrays[i] = np.array(initial, dtype) if initial is not None else np.full(shape, _variable_fill(t), dtype)
         self.inputs_set.discard(i)  # new memory holds no input data yet
 
     def bind(self) -> None:
@@ -313,7 +313,7 @@ class SubgraphRuntime:
             if t.is_variable and self.arrays[i] is not None:
                 initial = self.model.constant(self.graph, i)
                 if initial is None:
-                    self.arrays[i].fill(0)
+                    self.arrays[i].fill(_variable_fill(t))
                 else:
                     np.copyto(self.arrays[i], initial.reshape(self.arrays[i].shape))
 
@@ -533,6 +533,15 @@ def _same_inputs(before: tuple | None, now: list[TensorInfo | None]) -> bool:
         elif a.shape != b.shape or a.dtype != b.dtype or a.value is not b.value:
             return False
     return True
+
+
+def _variable_fill(t: Any) -> int:
+    """What a variable tensor without a buffer starts as: zeros, but an int8 one holds its zero
+    point (LiteRT's ResetVariableTensor), i.e. the real value 0 (an integer LSTM's output state)."""
+    q = t.quantization
+    if t.is_variable and t.dtype == np.int8 and q is not None and q.zero_point is not None and len(q.zero_point):
+        return int(q.zero_point[0])
+    return 0
 
 
 def _dtype_of(t: Any) -> np.dtype:
