@@ -117,6 +117,8 @@ def multiply_by_quantized_multiplier(
     ``single_rounding`` None uses the variant ai-edge-litert's reference kernels use.
     """
     single = SINGLE_ROUNDING if single_rounding is None else single_rounding
+    if not single and np.ndim(multiplier) == 0 and np.ndim(shift) == 0 and int(multiplier) != INT32_MIN:
+        return _double_rounding_scalar(np.asarray(x), int(multiplier), int(shift))
     x64 = np.asarray(x).astype(np.int64)
     m = np.asarray(multiplier).astype(np.int64)
     s = np.asarray(shift).astype(np.int64)
@@ -126,7 +128,53 @@ def multiply_by_quantized_multiplier(
         return _wrap_int32(rounded >> total)
     left = np.maximum(s, 0)
     right = np.maximum(-s, 0)
-    return rounding_divide_by_pot(saturating_rounding_doubling_high_mul(_wrap_int32(x64 << left), m), right)
+    a = _wrap_int32(x64 << left) if np.any(left) else _wrap_int32(x64)
+    if np.any(m == INT32_MIN):  # the one saturating product: gemmlowp's helpers as written
+        return rounding_divide_by_pot(saturating_rounding_doubling_high_mul(a, m), right)
+    return _double_rounding(a.astype(np.int64), m, right)
+
+
+def _double_rounding_scalar(x: np.ndarray, m: int, shift: int) -> np.ndarray:
+    """:func:`_double_rounding` for one multiplier and shift (Python ints): fewer, in-place passes."""
+    if shift > 0 or x.dtype != np.int32:
+        a = _wrap_int32(x.astype(np.int64) << max(shift, 0)).astype(np.int64)
+    else:
+        a = x.astype(np.int64)
+    v = a * m
+    v += 1 << 30
+    v >>= 31
+    if shift < 0:
+        v += v >> 63
+        v += 1 << (-shift - 1)
+        v >>= -shift
+    return v.astype(np.int32)[()]
+
+
+def _double_rounding(a: np.ndarray, m: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """RoundingDivideByPOT(SaturatingRoundingDoublingHighMul(a, m), right) for int32 ``a`` and
+    ``m != INT32_MIN`` (no saturation), in closed forms on int64 with few passes:
+
+    * the high product is ``(a * m + 2**30) >> 31`` (arithmetic shift): for ``a * m >= 0`` that
+      is gemmlowp's nudge-and-divide; for ``a * m < 0`` gemmlowp truncates ``(a * m + 1 -
+      2**30) / 2**31`` toward zero, i.e. takes its ceiling ``floor((a * m + 1 - 2**30 + 2**31 -
+      1) / 2**31)``, the same expression;
+    * RoundingDivideByPOT(v, e) (halves away from zero) is ``(v + 2**(e-1) - (v < 0)) >> e`` for
+      ``e >= 1`` (``v >> 63`` is ``-(v < 0)``) and ``v`` for ``e == 0``.
+    """
+    v = np.asarray(a * m)
+    shape = np.broadcast_shapes(v.shape, np.shape(right))
+    if v.shape != shape:
+        v = np.broadcast_to(v, shape).copy()
+    v += np.int64(1 << 30)
+    v >>= np.int64(31)
+    if np.any(right):
+        sign = v >> np.int64(63)
+        if not np.all(right > 0):
+            sign &= np.where(right > 0, np.int64(-1), np.int64(0))
+        half = np.where(right > 0, np.int64(1) << np.maximum(right - 1, 0), np.int64(0))
+        v = np.asarray(v + sign + half)
+        v >>= right
+    return v.astype(np.int32)[()]  # a NumPy scalar for scalar inputs, as the helpers give
 
 
 def multiply_by_quantized_multiplier_int64(x: np.ndarray, multiplier: int | np.ndarray, shift: int | np.ndarray) -> np.ndarray:

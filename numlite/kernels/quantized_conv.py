@@ -10,13 +10,17 @@ the fused activation's range. Supported forms:
   accumulator and LiteRT's 64-bit rescaling (FULLY_CONNECTED rescales it its own way, below);
 * uint8 activations with uint8 weights (the legacy per-tensor form, weight zero point honoured).
 
-Why float64 matmuls are exact here: every product ``(x - x_zp) * (w - w_zp)`` is an integer of
-magnitude at most ``65535 * 255 < 2**24`` (16x8: ``65535 * 255``; 8-bit: ``255 * 255``), and every
-partial sum of a depth-``K`` accumulation at most ``K * 2**24``. Integers below ``2**53`` are
-exactly representable in float64, so for any ``K < 2**29`` every product and every partial sum
-(in whatever order BLAS adds them, fused multiply-adds included) is exact: the float64 result *is*
-the integer accumulator. Prepare refuses larger depths. The 8-bit accumulator is then wrapped to
-int32 as C++ does.
+How the accumulators are computed exactly (numlite/kernels/quantized_blocks.py): BLAS matmuls of
+the raw integer inputs by the centered weights ``w - w_zp``, in float32 when prepare proves
+``max|x| * max_o sum_k |w[k, o] - w_zp| <= 2**24`` from the constant weights (every partial sum,
+in any order BLAS adds them, is then an integer float32 holds), in float64 otherwise (exact below
+``2**53``; prepare refuses larger bounds). The input zero point comes out afterwards through the
+weights' column sums, folded with the bias into one per-channel offset (padding holds the zero
+point, whose products that offset cancels, as LiteRT skips those points). CONV_2D and
+DEPTHWISE_CONV_2D run in blocks of output rows shared among threads, each block requantized in
+place (LiteRT's MultiplyByQuantizedMultiplier in int64 closed forms) while in cache; the 8-bit
+accumulator is wrapped to int32 as C++ does unless prepare proves it never leaves that range.
+Grouped convolutions, TRANSPOSE_CONV and BATCH_MATMUL keep one whole matmul (centered operands).
 
 FULLY_CONNECTED rescales differently from the others in ai-edge-litert 2.3's reference kernels:
 not by the fixed-point multiplier at all but by the real factor ``input_scale * weight_scale /
@@ -29,14 +33,20 @@ missed 3 of the 16x8 ones, gemmlowp's double rounding about 200 and float32 fact
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Sequence
 
 import numpy as np
 
+from numlite.kernels import parallel
 from numlite.kernels.base import Kernel, Spec, TensorInfo, has_scale, register
 from numlite.kernels.conv import (
+    PaddedInput,
+    ScratchUser,
+    TapSource,
     _expect_rank,
     _spatial_options,
+    block_parts,
     conv_groups,
     conv_window,
     depthwise_multiplier,
@@ -44,19 +54,14 @@ from numlite.kernels.conv import (
     filter_taps,
     grouped_im2col,
     grouped_weight_matrix,
+    row_blocks,
     tap_view,
     transpose_conv_canvas,
     transpose_conv_output_shape,
     transpose_conv_shapes,
     transpose_conv_weight_matrix,
 )
-from numlite.kernels.fixed_point import (
-    activation_range,
-    multiply_by_quantized_multiplier,
-    multiply_by_quantized_multiplier_int64,
-    quantize_multiplier,
-    round_half_away,
-)
+from numlite.kernels.fixed_point import activation_range, dtype_range, quantize_multiplier
 from numlite.kernels.operands import (
     adjoint_options,
     batch_matmul_shape,
@@ -66,9 +71,22 @@ from numlite.kernels.operands import (
     transpose_conv_operands,
 )
 
+from numlite.kernels.quantized_blocks import (
+    FLOAT32_EXACT,
+    FLOAT64_EXACT,
+    RAW_MAGNITUDE,
+    Requantizer,
+    accumulation_dtype,
+    column_l1,
+)
+
+F64 = np.dtype(np.float64)
 INT8, UINT8, INT16 = np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16)
 ACTIVATION_TYPES = (INT8, UINT8, INT16)
-EXACT_DEPTH = 1 << 29  # float64 accumulation stays exact below this many products (see above)
+EXACT_DEPTH = 1 << 29  # float64 accumulation of centered 8-bit (or 16x8) products stays exact below this depth
+# Working memory of one block (im2col rows, accumulators, requantization buffers): blocks are cut
+# so that it stays in a core's L2 cache, where the requantization's passes run fastest.
+BLOCK_BYTES = 1 << 20
 
 
 # ----------------------------------------------------------------------------- parameters
@@ -88,6 +106,7 @@ class QuantizedKernel(Kernel):
 
     weights_index = 1
     activation_index = 0
+    requant_mode = "fixed"  # FULLY_CONNECTED: "real" (see the top); 16x8 kernels: "wide"
 
     @classmethod
     def handles(cls, ins: Sequence[TensorInfo | None]) -> bool:
@@ -151,41 +170,88 @@ class QuantizedKernel(Kernel):
         code = int(getattr(self.options, "fused_activation_function", 0) or 0) if self.options is not None else 0
         self.act_min, self.act_max = activation_range(code, float(o_scale[0]), self.out_zp, out.dtype)
         self.out_dtype = out.dtype
+        self.x_range = dtype_range(x.dtype)
+        self.requantizer = self.make_requantizer(wrap=True)
+
+    def make_requantizer(self, wrap: bool) -> Requantizer:
+        """The output stage; ``wrap`` False once prepare proved the 8-bit accumulator (bias
+        included) never leaves int32."""
+        mode = self.requant_mode if self.requant_mode == "real" else ("wide" if self.wide else "fixed")
+        return Requantizer(mode, self.multiplier, self.shift, self.real, self.out_zp, (self.act_min, self.act_max), wrap)
+
+    def input_deviation(self) -> int:
+        """The largest ``|x - x_zp|`` of the input's dtype."""
+        low, high = self.x_range
+        return max(abs(low - self.x_zp), abs(high - self.x_zp))
+
+    def needs_wrap(self, l1: int, bias: TensorInfo | None) -> bool:
+        """Whether ``acc + bias`` may leave int32 (accumulators bounded by ``|x - zp| * l1``)."""
+        largest_bias = 1 << 31 if bias is not None and bias.value is None else 0
+        if bias is not None and bias.value is not None and bias.size:
+            largest_bias = int(np.abs(bias.value.astype(np.int64)).max())
+        return self.input_deviation() * l1 + largest_bias >= 1 << 31
 
     def centered(self, x: np.ndarray) -> np.ndarray:
         """``x - zero_point`` as exact float64 (the matmul operand)."""
         return np.subtract(x, self.x_zp, dtype=np.float64)
 
     def requantize(self, acc: np.ndarray, bias: np.ndarray | None, out: np.ndarray) -> None:
-        """Exact accumulator (float64 holding integers, channels last) -> output values."""
-        total = acc.astype(np.int64)
-        if bias is not None:
-            total += bias.astype(np.int64)
-        scaled = self.rescale(total)
-        scaled += self.out_zp
-        np.clip(scaled, self.act_min, self.act_max, out=scaled)
-        out[...] = scaled.reshape(out.shape)
-
-    def rescale(self, total: np.ndarray) -> np.ndarray:
-        """The int64 accumulators (bias added) times the output multiplier, as int64."""
-        if self.wide:
-            return multiply_by_quantized_multiplier_int64(total, self.multiplier, self.shift).astype(np.int64)
-        return multiply_by_quantized_multiplier(total.astype(np.int32), self.multiplier, self.shift).astype(np.int64)
+        """Exact accumulator (float holding integers, channels last) -> output values."""
+        dtype = F64 if self.requantizer.mode == "real" else np.dtype(np.int64)
+        work, tmp = np.empty(acc.shape, dtype), np.empty(acc.shape, dtype)
+        offset = 0 if bias is None else bias.astype(np.int64)
+        self.requantizer(acc, offset, out.reshape(acc.shape), work, tmp)
 
     def check_depth(self, depth: int) -> None:
         if depth >= EXACT_DEPTH:
             raise self.fail(f"accumulation depth {depth} is too large for exact integer accumulation")
+
+    def exact_dtype(self, max_input: int, l1: int) -> np.dtype:
+        """float32 or float64, whichever is exact for these bounds (see quantized_blocks)."""
+        dtype = accumulation_dtype(max_input, l1)
+        if dtype is None:
+            raise self.fail(f"accumulations up to {max_input} * {l1} are too large to compute exactly")
+        return dtype
+
+    def weight_magnitude(self) -> int:
+        """The largest ``|w - w_zp|`` a weight of this kernel can have (8-bit weights)."""
+        return max(abs(-128 - self.w_zp), abs(255 - self.w_zp)) if self.w_zp else 128
+
+
+def typed_offset(offset: np.ndarray, acc_dtype: np.dtype, acc_bound: int) -> np.ndarray:
+    """The int64 per-channel offset in the accumulators' float dtype when adding it there is
+    exact (``acc_bound + max|offset|`` at most ``2**24`` for float32, below ``2**53`` for
+    float64), so that the requantizer adds it in place; else as it is (added in int64)."""
+    bound = acc_bound + (int(np.abs(offset).max()) if offset.size else 0)
+    if bound <= FLOAT32_EXACT or (acc_dtype == F64 and bound < FLOAT64_EXACT):
+        return offset.astype(acc_dtype)
+    return offset
 
 
 def _weights_centered(kernel: QuantizedKernel, w: np.ndarray) -> np.ndarray:
     return np.subtract(w, kernel.w_zp, dtype=np.float64)
 
 
-class _QuantizedWindowConv(QuantizedKernel):
+def _integer_centered(kernel: QuantizedKernel, w: np.ndarray) -> np.ndarray:
+    return w.astype(np.int64) - kernel.w_zp
+
+
+class _QuantizedWindowConv(ScratchUser, QuantizedKernel):
     """Shared prepare and eval of the integer CONV_2D and DEPTHWISE_CONV_2D (also driven by the
-    hybrid kernels, which call ``plan`` and ``accumulate`` directly)."""
+    hybrid kernels, which set ``input_magnitude``, ``pad_value`` and ``finish`` before ``plan``
+    and then call ``run_blocks`` with centered inputs).
+
+    Both run in blocks of output rows shared among threads (``parallel``), in float32 or
+    float64 (``quantized_blocks.accumulation_dtype``) on the raw input values, padding filled
+    with the zero point; ``finish`` turns each block's exact accumulators into outputs while
+    they are in cache (for the integer kernels: ``offset`` = bias - zp * weight sums, then the
+    requantizer).
+    """
 
     channel_axis: int  # the filter's axis of output channels
+    input_magnitude: int | None = None  # largest |input| the matmul sees (None: the dtype's raw range)
+    pad_value: float | None = None  # what padding holds (None: the input zero point)
+    finish = None  # the hybrid's (acc, out_rows, batch, slot) callback; None: requantize
 
     def prepare(self, ins):
         self.expect_inputs(ins, 2, 3)
@@ -194,14 +260,39 @@ class _QuantizedWindowConv(QuantizedKernel):
         self.check_types(x, w, bias, out)
         _expect_rank(self, w, 4, "filter")
         self.set_requantization(x, w, out, w.shape[self.channel_axis])
-        return [Spec(self.plan(x, w, bias), x.dtype)]
+        shape = self.plan(x, w, bias)
+        self.offset = None
+        if self.fast:
+            self.row_pixels = shape[2]  # the requantizer works on whole output rows
+            wrap = True if self.wide else self.needs_wrap(self.l1, bias)
+            self.requantizer = self.make_requantizer(wrap).tiled(self.row_pixels)
+            if w.value is not None and (bias is None or bias.value is not None):
+                self.offset = self._offset(self.colsum, None if bias is None else bias.value)
+        return [Spec(shape, x.dtype)]
+
+    def _offset(self, colsum: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+        """Per channel: the bias less the input zero point times the centered weights' sum,
+        repeated along an output row."""
+        offset = -self.x_zp * colsum
+        offset = offset if bias is None else offset + bias.astype(np.int64)
+        return np.tile(typed_offset(offset, self.acc_dtype, self.max_input * self.l1), self.row_pixels)
+
+    def fast_setup(self, x: TensorInfo) -> None:
+        """Common prepare of the blocked path: the accumulation bound and padding value."""
+        self.max_input = RAW_MAGNITUDE[x.dtype] if self.input_magnitude is None else self.input_magnitude
+        self.fill = self.x_zp if self.pad_value is None else self.pad_value
+        self.acc_dtype = self.exact_dtype(self.max_input, self.l1)
+
+    def requant_buffers(self, rows: int, channels: int) -> list:
+        return [] if self.finish is not None else self.requantizer.buffers(rows, channels)
 
     def plan(self, x: TensorInfo, w: TensorInfo, bias: TensorInfo | None) -> tuple[int, ...]:
         """Checks shapes and lays out the geometry (and constant weights); the output shape."""
         raise NotImplementedError
 
     def accumulate(self, x: np.ndarray, w: np.ndarray) -> np.ndarray:
-        """The exact accumulators ``[n, oh, ow, out_c]`` (float64) of centered inputs ``x``."""
+        """The exact accumulators ``[n, oh, ow, out_c]`` (float64) of centered inputs ``x``
+        (the grouped CONV_2D's path)."""
         raise NotImplementedError
 
     def eval(self, ins, outs):
@@ -209,7 +300,22 @@ class _QuantizedWindowConv(QuantizedKernel):
         out = outs[0]
         if out.size == 0:
             return
-        self.requantize(self.accumulate(self.centered(x), w), bias, out)
+        if not self.fast:
+            self.requantize(self.accumulate(self.centered(x), w), bias, out)
+            return
+        if self.offset is None or self.dynamic_weights:  # weights or bias computed at run time
+            if self.dynamic_weights:
+                self.load_weights(w)
+            self.current_offset = self._offset(self.colsum, bias)
+        else:
+            self.current_offset = self.offset
+        self.run_blocks(x, out)
+
+    def block_finish(self, acc: np.ndarray, out_rows: np.ndarray, batch: int, slot: int) -> None:
+        """Requantize one block: ``acc`` ``[pixels, out_c]`` exact accumulators of raw inputs."""
+        work, tmp = self.bufs[slot]
+        width = self.current_offset.shape[0]
+        self.requantizer(acc.reshape(-1, width), self.current_offset, out_rows.reshape(-1, width), work, tmp)
 
 
 # ----------------------------------------------------------------------------- CONV_2D
@@ -217,8 +323,9 @@ class _QuantizedWindowConv(QuantizedKernel):
 
 @register("CONV_2D", quantized=True)
 class QuantizedConv2D(_QuantizedWindowConv):
-    """Integer 2-D convolution (grouped when the input has a multiple of the filter's channels):
-    one exact float64 im2col matmul per group."""
+    """Integer 2-D convolution: blocks of output rows, each one exact im2col matmul (of the
+    input pixels directly for a 1x1 stride-1 convolution), requantized while in cache. A grouped
+    convolution is one exact float64 im2col matmul per group."""
 
     channel_axis = 0
 
@@ -231,9 +338,87 @@ class QuantizedConv2D(_QuantizedWindowConv):
         self.window = (n, oh, ow, kh, kw, c)
         self.steps = (strides[0], strides[1], dilations[0], dilations[1])
         self.depth = kh * kw * group_c
-        self.check_depth(self.depth)
-        self.weights = None if w.value is None else self._matrix(w.value)
+        self.fast = self.groups == 1
+        if not self.fast:
+            self.check_depth(self.depth)
+            self.weights = None if w.value is None else self._matrix(w.value)
+            return (n, oh, ow, out_c)
+        self.dynamic_weights = w.value is None
+        if w.value is not None:
+            centered = _integer_centered(self, w.value).reshape(out_c, self.depth).T
+            self.l1 = column_l1(centered)
+        else:
+            self.l1 = self.depth * self.weight_magnitude()
+        self.fast_setup(x)
+        if w.value is not None:
+            self._load_centered(centered)
+        self.pointwise = kh == kw == 1 and strides == (1, 1) and not any((top, bottom, left, right))
+        specs = []
+        if not self.pointwise:
+            self.padded = PaddedInput(x.shape, (top, bottom, left, right), self.acc_dtype, value=self.fill, shared=True)
+            if self.padded.needed:
+                specs.append((self.padded.shape, self.acc_dtype))
+        rows = n * oh * ow
+        work = rows * self.depth * out_c
+        self.threads = min(parallel.threads_for(self.node, work), max(1, rows // parallel.MIN_BLOCK_ROWS))
+        self.run = parallel.runner(self.threads, work)
+        parts = block_parts(self.threads)
+        row_bytes = (self.depth + 3 * out_c) * 8  # im2col, accumulator and requantization rows
+        parts = max(parts, -(-rows * row_bytes // BLOCK_BYTES))
+        self.blocks = row_blocks(n, oh, min(parts, max(1, n * oh)))
+        most = max((y1 - y0 for _, y0, y1 in self.blocks), default=0) * ow
+        per_slot = [((most, self.depth if not self.pointwise else c), self.acc_dtype), ((most, out_c), self.acc_dtype)]
+        per_slot += self.requant_buffers(most, out_c)
+        self.per_slot = len(per_slot)
+        self.want_scratch(specs + per_slot * self.threads)
+        self.tasks = [partial(self._block, b, y0, y1) for b, y0, y1 in self.blocks]
         return (n, oh, ow, out_c)
+
+    def _load_centered(self, centered: np.ndarray) -> None:
+        """The ``[depth, out_c]`` integer weights (zero point taken out) as the matmul operand."""
+        self.matrix = np.ascontiguousarray(centered, dtype=self.acc_dtype)
+        self.colsum = centered.sum(axis=0)
+
+    def load_weights(self, w: np.ndarray) -> None:
+        self._load_centered(_integer_centered(self, w).reshape(w.shape[0], self.depth).T)
+
+    def _attach(self) -> None:
+        arrays = self.take_scratch()
+        if not self.pointwise and self.padded.needed:
+            self.padded.attach(arrays.pop(0))
+        k = self.per_slot
+        slots = [arrays[i * k : (i + 1) * k] for i in range(self.threads)]
+        self.cols = [s[0] for s in slots]
+        self.accs = [s[1] for s in slots]
+        self.bufs = [s[2:] for s in slots]
+
+    def run_blocks(self, x: np.ndarray, out: np.ndarray) -> None:
+        """Compute every block of ``out`` from ``x`` (raw integers, or the hybrid's centered values)."""
+        if self.scratch_stale():
+            self._attach()
+        if self.pointwise:
+            self.source = x.reshape(-1, x.shape[3])
+        else:
+            src = self.padded.fill(x)
+            self.source = grouped_im2col(src, self.window, self.steps, 1)[0]
+        self.out_pixels = out.reshape(-1, out.shape[3])
+        self.run(self.tasks)
+
+    def _block(self, b: int, y0: int, y1: int, slot: int) -> None:
+        n, oh, ow = self.window[:3]
+        r0, r1 = (b * oh + y0) * ow, (b * oh + y1) * ow
+        rows = r1 - r0
+        if self.pointwise:
+            lhs = self.source[r0:r1]
+            if lhs.dtype != self.acc_dtype:
+                lhs = np.copyto(self.cols[slot][:rows], lhs) or self.cols[slot][:rows]
+        else:
+            window = self.source[b, y0:y1]
+            lhs = self.cols[slot][:rows]
+            np.copyto(lhs.reshape(window.shape), window)
+        acc = self.accs[slot][:rows]
+        np.matmul(lhs, self.matrix, out=acc)
+        (self.finish or self.block_finish)(acc, self.out_pixels[r0:r1], b, slot)
 
     def _matrix(self, w: np.ndarray) -> np.ndarray:
         """``[out_c, kh, kw, in_c/g]`` as centered ``[g, depth, out_c/g]`` float64."""
@@ -254,7 +439,9 @@ class QuantizedConv2D(_QuantizedWindowConv):
 @register("DEPTHWISE_CONV_2D", quantized=True)
 class QuantizedDepthwiseConv2D(_QuantizedWindowConv):
     """Integer depthwise convolution; output channel ``i * m + j`` filters input channel ``i``.
-    One exact float64 multiply-add of a shifted window per filter tap."""
+    The input is laid out once per invoke (``TapSource``: padded with the zero point, channels
+    repeated ``m`` times), then blocks of output rows accumulate one multiply-add of a shifted
+    view per filter tap and are requantized while in cache."""
 
     channel_axis = 3
 
@@ -262,26 +449,81 @@ class QuantizedDepthwiseConv2D(_QuantizedWindowConv):
         self.multiplier_c = depthwise_multiplier(self, x, w, bias)
         n, h, wd, _ = x.shape
         _, kh, kw, out_c = w.shape
-        strides, dilations, (oh, ow), (top, bottom, left, right) = conv_window(self, (h, wd), (kh, kw))
-        self.pads = ((0, 0), (top, bottom), (left, right), (0, 0))
-        self.geometry = ((oh, ow), strides, dilations)
+        strides, dilations, (oh, ow), pads = conv_window(self, (h, wd), (kh, kw))
         self.taps = filter_taps(kh, kw)
         self.out_shape = (n, oh, ow, out_c)
-        self.weights = None if w.value is None else self._taps(w.value)
+        self.fast = True
+        self.dynamic_weights = w.value is None
+        if w.value is not None:
+            centered = _integer_centered(self, w.value)[0].reshape(kh * kw, out_c)
+            self.l1 = column_l1(centered)
+        else:
+            self.l1 = kh * kw * self.weight_magnitude()
+        self.fast_setup(x)
+        self.source = TapSource(
+            x.shape, pads, (oh, ow), strides, dilations, self.acc_dtype, self.fill, self.multiplier_c, shared=True
+        )
+        if w.value is not None:
+            self._load_centered(centered)
+        work = n * oh * ow * out_c * len(self.taps)
+        self.threads = parallel.threads_for(self.node, work)
+        self.run = parallel.runner(self.threads, work if self.threads > 1 else 0)  # no BLAS to hold
+        parts = max(block_parts(self.threads), -(-n * oh * ow * out_c * 32 // BLOCK_BYTES))
+        self.blocks = row_blocks(n, oh, min(parts, max(1, n * oh)))
+        most = max((y1 - y0 for _, y0, y1 in self.blocks), default=0)
+        per_slot = [((most, ow * out_c), self.acc_dtype), ((most, ow * out_c), self.acc_dtype)]
+        per_slot += self.requant_buffers(most * ow, out_c)
+        self.per_slot = len(per_slot)
+        specs = [] if self.source.direct else [(self.source.plane_shape, self.acc_dtype)]
+        self.want_scratch(specs + per_slot * self.threads)
+        self.tasks = [partial(self._block, b, y0, y1) for b, y0, y1 in self.blocks]
+        self.views_of = None
         return self.out_shape
 
-    def _taps(self, w: np.ndarray) -> np.ndarray:
-        """``[1, kh, kw, c*m]`` as centered ``[kh, kw, c, m]`` float64."""
-        return _weights_centered(self, w)[0].reshape(w.shape[1], w.shape[2], -1, self.multiplier_c)
+    def _load_centered(self, centered: np.ndarray) -> None:
+        """``[taps, out_c]`` integer weights: each tap's along an output row, and their sums."""
+        ow = self.out_shape[2]
+        self.tap_rows = [np.tile(row.astype(self.acc_dtype), ow) for row in centered]
+        self.colsum = centered.sum(axis=0)
 
-    def accumulate(self, x: np.ndarray, w: np.ndarray) -> np.ndarray:
-        weights = self.weights if self.weights is not None else self._taps(w)
-        src = np.pad(x, self.pads)
+    def load_weights(self, w: np.ndarray) -> None:
+        self._load_centered(_integer_centered(self, w)[0].reshape(-1, w.shape[3]))
+
+    def _attach(self) -> None:
+        arrays = self.take_scratch()
+        if not self.source.direct:
+            self.source.attach(arrays.pop(0))
+        k = self.per_slot
+        slots = [arrays[i * k : (i + 1) * k] for i in range(self.threads)]
+        self.accs = [s[0] for s in slots]
+        self.prods = [s[1] for s in slots]
+        self.bufs = [s[2:] for s in slots]
+        self.views_of = None
+
+    def run_blocks(self, x: np.ndarray, out: np.ndarray) -> None:
+        """Compute every block of ``out`` from ``x`` (raw integers, or the hybrid's centered values)."""
+        if self.scratch_stale():
+            self._attach()
+        self.source.fill(x)
+        if self.views_of is None or (self.source.direct and self.views_of is not x):
+            self.views = [self.source.tap(ky, kx) for ky, kx in self.taps]
+            self.views_of = x
+        self.out_pixels = out.reshape(-1, out.shape[3])
+        self.run(self.tasks)
+
+    def _block(self, b: int, y0: int, y1: int, slot: int) -> None:
         n, oh, ow, out_c = self.out_shape
-        acc = np.zeros((n, oh, ow, out_c // self.multiplier_c, self.multiplier_c))
-        for ky, kx in self.taps:
-            acc += tap_view(src, ky, kx, *self.geometry)[..., None] * weights[ky, kx]
-        return acc.reshape(n, oh, ow, out_c)
+        rows = y1 - y0
+        acc = self.accs[slot][:rows]
+        views, weights = self.views, self.tap_rows
+        np.multiply(views[0][b, y0:y1], weights[0], out=acc)
+        if len(views) > 1:
+            product = self.prods[slot][:rows]
+            for view, row in zip(views[1:], weights[1:]):
+                np.multiply(view[b, y0:y1], row, out=product)
+                np.add(acc, product, out=acc)
+        r0 = (b * oh + y0) * ow
+        (self.finish or self.block_finish)(acc.reshape(-1, out_c), self.out_pixels[r0 : r0 + rows * ow], b, slot)
 
 
 # ----------------------------------------------------------------------------- TRANSPOSE_CONV
@@ -341,10 +583,13 @@ class QuantizedTransposeConv(QuantizedKernel):
 
 
 @register("FULLY_CONNECTED", quantized=True)
-class QuantizedFullyConnected(QuantizedKernel):
+class QuantizedFullyConnected(ScratchUser, QuantizedKernel):
     """Integer ``input @ weights.T + bias``, weights ``[units, depth]`` per channel or per tensor;
     the input is read as ``[size // depth, depth]``, the output keeps the input's leading
-    dimensions under ``keep_num_dims``."""
+    dimensions under ``keep_num_dims``. One exact matmul of the raw inputs (float32 when the
+    weights allow, see quantized_blocks), the zero point taken out with the bias."""
+
+    requant_mode = "real"
 
     def prepare(self, ins):
         self.expect_inputs(ins, 2, 3)
@@ -355,26 +600,61 @@ class QuantizedFullyConnected(QuantizedKernel):
         self.depth, out_shape = fully_connected_shape(self, x, w, bias, whole_rows=True)
         self.check_depth(self.depth)
         self.set_requantization(x, w, out, w.shape[0])  # in double, per tensor too (see the top)
-        self.weights = None if w.value is None else np.ascontiguousarray(_weights_centered(self, w.value).T)
+        units = w.shape[0]
+        self.batch = x.size // self.depth if self.depth else 0
+        self.dynamic_weights = w.value is None
+        if w.value is not None:
+            centered = _integer_centered(self, w.value)
+            l1 = column_l1(centered.T)
+        else:
+            l1 = self.depth * self.weight_magnitude()
+        self.acc_dtype = self.exact_dtype(RAW_MAGNITUDE[x.dtype], l1)
+        self.x_dtype, self.l1 = x.dtype, l1
+        if w.value is not None:
+            self._load_centered(centered)
+        self.offset = None
+        if w.value is not None and (bias is None or bias.value is not None):
+            self.offset = self._offset(None if bias is None else bias.value)
+        work = self.batch * self.depth * units
+        self.run = parallel.runner(1, work)
+        self.tasks = [self._compute]
+        rows = max(self.batch, 0)
+        operands = [((rows, self.depth), self.acc_dtype), ((rows, units), self.acc_dtype)]
+        self.want_scratch(operands + self.requantizer.buffers(rows, units))
         return [Spec(out_shape, x.dtype)]
+
+    def _load_centered(self, centered: np.ndarray) -> None:
+        """``[units, depth]`` integer weights (zero point out) as the ``[depth, units]`` operand."""
+        self.matrix = np.ascontiguousarray(centered.T, dtype=self.acc_dtype)
+        self.colsum = centered.sum(axis=1)
+
+    def _offset(self, bias: np.ndarray | None) -> np.ndarray:
+        """Per unit: the bias less the input zero point times the centered weights' sum, float64
+        (the requantizer works in double here)."""
+        offset = -self.x_zp * self.colsum
+        offset = offset if bias is None else offset + bias.astype(np.int64)
+        return typed_offset(offset, self.acc_dtype, RAW_MAGNITUDE[self.x_dtype] * self.l1)
 
     def eval(self, ins, outs):
         x, w, bias = input_weights_bias(ins)
         out = outs[0]
         if out.size == 0:
             return
-        weights = self.weights if self.weights is not None else _weights_centered(self, w).T
-        acc = self.centered(x).reshape(-1, self.depth) @ weights
-        self.requantize(acc, bias, out)
+        if self.batch == 0 or self.depth == 0:  # nothing to multiply: the bias alone
+            self.requantize(np.zeros((self.batch, out.size // max(self.batch, 1))), bias, out)
+            return
+        if self.dynamic_weights:
+            self._load_centered(_integer_centered(self, w))
+        if self.scratch_stale():
+            self.lhs, self.acc, self.work, self.tmp = self.take_scratch()
+        self.current_offset = self.offset if self.offset is not None else self._offset(bias)
+        self.x, self.out = x, out
+        self.run(self.tasks)
 
-    def rescale(self, total: np.ndarray) -> np.ndarray:
-        """``total * real factor`` in double, rounded half away from zero (see the top).
-
-        ``total`` is far below 2**53 (depth < 2**29 products below 2**24), so it converts to
-        float64 exactly; the one rounding is that of the product.
-        """
-        scaled = round_half_away(total.astype(np.float64) * self.real)
-        return np.clip(scaled, -(2.0**62), 2.0**62).astype(np.int64)
+    def _compute(self, slot: int) -> None:
+        np.copyto(self.lhs, self.x.reshape(self.batch, self.depth))
+        np.matmul(self.lhs, self.matrix, out=self.acc)
+        self.requantizer(self.acc, self.current_offset, self.out.reshape(self.acc.shape), self.work, self.tmp)
 
 
 # ----------------------------------------------------------------------------- BATCH_MATMUL
@@ -383,7 +663,8 @@ class QuantizedFullyConnected(QuantizedKernel):
 @register("BATCH_MATMUL", quantized=True)
 class QuantizedBatchMatMul(QuantizedKernel):
     """Integer batched ``lhs @ rhs`` (both per-tensor quantized, int8 or int16) with broadcast
-    batch dimensions; ``adj_x`` / ``adj_y`` transpose either operand's last two dimensions."""
+    batch dimensions; ``adj_x`` / ``adj_y`` transpose either operand's last two dimensions.
+    Centered operands in float32 when every partial sum is provably exact there, else float64."""
 
     def prepare(self, ins):
         self.expect_inputs(ins, 2)
@@ -401,14 +682,18 @@ class QuantizedBatchMatMul(QuantizedKernel):
         self.wide = lhs.dtype == INT16
         self.adj_x, self.adj_y = adjoint_options(self)
         shape = batch_matmul_shape(self, lhs, rhs, self.adj_x, self.adj_y)
-        self.check_depth(lhs.shape[-2] if self.adj_x else lhs.shape[-1])
+        depth = lhs.shape[-2] if self.adj_x else lhs.shape[-1]
+        self.check_depth(depth)
         self.set_requantization(lhs, rhs, out, 1, float_product=True)
+        low, high = dtype_range(rhs.dtype)
+        rhs_deviation = max(abs(low - self.w_zp), abs(high - self.w_zp))
+        self.acc_dtype = self.exact_dtype(self.input_deviation(), depth * rhs_deviation)
         return [Spec(shape, lhs.dtype)]
 
     def eval(self, ins, outs):
         lhs, rhs = ins
-        a = self.centered(lhs)
-        b = _weights_centered(self, rhs)
+        a = np.subtract(lhs, self.x_zp, dtype=self.acc_dtype)
+        b = np.subtract(rhs, self.w_zp, dtype=self.acc_dtype)
         if self.adj_x:
             a = a.swapaxes(-1, -2)
         if self.adj_y:
