@@ -299,3 +299,20 @@ def test_hybrid_rounding_ties(name):
     bound = 1e-5 if op == "DEPTHWISE_CONV_2D" else 4 / 255 * weight_sum * 1.01
     for seed in range(3):
         assert_matches(model, [tie_input(shape, seed)], default_bound=bound)
+
+
+def test_hybrid_rounds_just_below_half_like_litert():
+    """LiteRT's input quantizer sends the largest float32 below 0.5 to 1, as ``floor(x + 0.5)``
+    does (the sum is a tie that rounds to even, 1.0) and C's round() would not (0): numlite's
+    ``round_half_away`` is that expression, and this test fails with an exact round. Symmetric
+    quantization of an input whose largest magnitude is 127 uses the factor 127 / 127 = 1, so
+    the input values are quantized as they are."""
+    fn, shape, op, weight_sum = TIE_CASES["fully_connected"]
+    model = convert(fn, [tf.TensorSpec(shape, tf.float32)], key=("fully_connected", "hybrid ties"),
+                    optimizations=[tf.lite.Optimize.DEFAULT])
+    model = edit_options(model, op, asymmetric_quantize_inputs=False)
+    below_half = np.nextafter(np.float32(0.5), np.float32(0))
+    rng = np.random.default_rng(11)
+    x = rng.choice(np.array([below_half, -below_half, 1.5, -2.5, 0.0], np.float32), shape)
+    x[:, 0], x[:, 1] = -127.0, 127.0
+    assert_matches(model, [x], default_bound=weight_sum * 1.01)  # XNNPACK: see test_hybrid_rounding_ties

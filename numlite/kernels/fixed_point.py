@@ -38,7 +38,10 @@ def dtype_range(dtype: np.dtype | type) -> tuple[int, int]:
 
 
 def round_half_away(x: np.ndarray | float) -> np.ndarray:
-    """C's ``round``: halves away from zero (NumPy's ``round`` goes to even)."""
+    """C's ``round``: halves away from zero (NumPy's ``round`` goes to even), computed as
+    ``floor(|x| + 0.5)`` in ``x``'s precision, as LiteRT's kernels compute it: so the largest
+    float below 0.5 goes to 1 (the sum rounds to 1.0), where C's ``round`` gives 0
+    (tests/test_hybrid_ops.py checks LiteRT does the same)."""
     x = np.asarray(x)
     return np.copysign(np.floor(np.abs(x) + x.dtype.type(0.5)), x)
 
