@@ -3,7 +3,10 @@
 The strategy is TFLite's greedy-by-size planner: take tensors largest first and put each at the
 lowest offset whose gap, among tensors alive at the same time, is big enough. Two tensors may
 share bytes only if their lifetimes (first producing step to last consuming step, inclusive) do
-not overlap, so an op's output never aliases one of its own inputs.
+not overlap, so an op's output never aliases one of its own inputs, with one exception: an
+element-wise op that may write over an input (``Kernel.inplace``, the runtime decides when)
+shares that input's memory when the input dies there (``shares``), as LiteRT's in-place ops do.
+A swish ``x * sigmoid(x)`` then needs two buffers of its size, not three.
 """
 
 from __future__ import annotations
@@ -29,8 +32,12 @@ def _align(n: int) -> int:
     return (n + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
 
 
-def plan_arena(lifetimes: list[Lifetime]) -> tuple[dict[int, int], int]:
-    """Offsets for every tensor and the arena size they need, in bytes."""
+def plan_arena(lifetimes: list[Lifetime], shares: dict[int, int] | None = None) -> tuple[dict[int, int], int]:
+    """Offsets for every tensor and the arena size they need, in bytes. ``shares`` maps a tensor
+    to one whose memory it takes over (an in-place output to its input): each chain of them is
+    placed as one tenant living from the first one's birth to the last one's death."""
+    if shares:
+        return _plan_shared(lifetimes, shares)
     placed: list[tuple[int, int, Lifetime]] = []  # (offset, aligned size, lifetime), sorted by offset
     offsets: dict[int, int] = {}
     order = sorted(lifetimes, key=lambda t: (-t.nbytes, t.first, t.tensor))
@@ -51,6 +58,25 @@ def plan_arena(lifetimes: list[Lifetime]) -> tuple[dict[int, int], int]:
         placed.sort(key=lambda p: p[0])
     arena = max((o + s for o, s, _ in placed), default=0)
     return offsets, arena
+
+
+def _plan_shared(lifetimes: list[Lifetime], shares: dict[int, int]) -> tuple[dict[int, int], int]:
+    by_tensor = {t.tensor: t for t in lifetimes}
+
+    def root(t: int) -> int:
+        while t in shares and shares[t] in by_tensor:
+            t = shares[t]
+        return t
+
+    groups: dict[int, list[Lifetime]] = {}
+    for t in lifetimes:
+        groups.setdefault(root(t.tensor), []).append(t)
+    merged = [
+        Lifetime(r, max(m.nbytes for m in members), min(m.first for m in members), max(m.last for m in members))
+        for r, members in groups.items()
+    ]
+    offsets, size = plan_arena(merged)
+    return {t.tensor: offsets[r] for r, members in groups.items() for t in members}, size
 
 
 class SharedArena:

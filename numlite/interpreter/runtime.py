@@ -235,10 +235,32 @@ class SubgraphRuntime:
             elif i in first:
                 nbytes = int(np.prod(self.shapes[i], dtype=np.int64)) * self.dtypes[i].itemsize
                 lifetimes.append(Lifetime(i, nbytes, first[i], last[i]))
-        offsets, size = plan_arena(lifetimes)
+        offsets, size = plan_arena(lifetimes, self._in_place_shares(lifetimes, last))
         self.arena_plan = [(t.tensor, offsets[t.tensor], t.nbytes) for t in lifetimes]
         self.arena_bytes = size
         self.use_arena(self.interpreter.arena.region(self.index, size))
+
+    def _in_place_shares(self, lifetimes: list[Lifetime], last: dict[int, int]) -> dict[int, int]:
+        """Arena outputs that may take over an input's memory: the kernel allows it
+        (:func:`in_place_inputs`), the input is an arena tensor of the output's shape and dtype
+        that no later node reads, and no other output took it already."""
+        arena = {t.tensor for t in lifetimes}
+        shares: dict[int, int] = {}
+        taken: set[int] = set()
+        for s, step in enumerate(self.plan):
+            if step.folded or step.dynamic or not step.outputs or step.outputs[0] not in arena:
+                continue
+            o = step.outputs[0]
+            for pos in in_place_inputs(step.kernel):
+                i = step.inputs[pos] if pos < len(step.inputs) else -1
+                if (
+                    i in arena and i not in taken and last.get(i) == s
+                    and self.shapes[i] == self.shapes[o] and self.dtypes[i] == self.dtypes[o]
+                ):  # fmt: skip
+                    shares[o] = i
+                    taken.add(i)
+                    break
+        return shares
 
     def use_arena(self, buffer: np.ndarray) -> None:
         """Put the arena's tensors in ``buffer`` (the interpreter moves them into one arena
@@ -507,6 +529,23 @@ def direct_call(kernel: Kernel, ins: list, outs: list) -> tuple[Callable[..., An
     if eval_cls is None or direct_cls is None or not issubclass(direct_cls, eval_cls):
         return None
     return direct(ins, outs)
+
+
+def in_place_inputs(kernel: Kernel) -> tuple[int, ...]:
+    """Positions of the inputs whose memory the node's output 0 may share (``inplace`` on the
+    kernel class: its eval reads every element of such an input before, or as, it writes that
+    element of the output). Trusted only where it describes the eval that runs: declared on the
+    class defining ``eval`` or below it, as for :func:`direct_call`."""
+    method = kernel.eval
+    owner = getattr(method, "__self__", None)
+    if owner is None or "eval" in vars(owner):
+        return ()
+    mro = type(owner).__mro__
+    eval_cls = next((c for c in mro if "eval" in c.__dict__), None)
+    inplace_cls = next((c for c in mro if "inplace" in c.__dict__), None)
+    if eval_cls is None or inplace_cls is None or not issubclass(inplace_cls, eval_cls):
+        return ()
+    return tuple(owner.inplace)
 
 
 def _check_output_shape(where: str, tensor: int, shape: tuple[int, ...], dtype: np.dtype) -> None:

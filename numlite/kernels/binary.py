@@ -13,6 +13,7 @@ from typing import Callable
 
 import numpy as np
 
+from numlite.kernels import parallel
 from numlite.kernels.base import Kernel, Spec, broadcast_shape, fused_activation, register
 
 FLOAT = (np.float32,)
@@ -24,6 +25,12 @@ class Binary(Kernel):
 
     dtypes: tuple = NUMERIC
     compute: Callable[[np.ndarray, np.ndarray, np.ndarray], None]
+    # Either input of the output's shape may share its memory (``runtime.in_place_inputs``):
+    # every compute reads an element of each input before it writes that element.
+    inplace = (0, 1)
+    # Memory passes per element: whether a large op runs in blocks on threads (``parallel``).
+    passes: float = 1
+    split: parallel.ElementwiseSplit | None = None
 
     def prepare(self, ins):
         self.expect_inputs(ins, 2)
@@ -32,18 +39,28 @@ class Binary(Kernel):
         if b.dtype != a.dtype:
             raise self.fail(f"inputs have different dtypes: {a.dtype.name} and {b.dtype.name}")
         self.activation = fused_activation(self.options)
-        return [Spec(broadcast_shape(a.shape, b.shape), a.dtype)]
+        shape = broadcast_shape(a.shape, b.shape)
+        self.split = parallel.ElementwiseSplit.for_node(self.node, self._block, shape, self.passes)
+        return [Spec(shape, a.dtype)]
+
+    def _block(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+        type(self).compute(a, b, out)
+        if self.activation is not None:
+            self.activation(out)
 
     def eval(self, ins, outs):
+        if self.split is not None:
+            self.split(ins, outs[0])
+            return
         type(self).compute(ins[0], ins[1], outs[0])
         if self.activation is not None:
             self.activation(outs[0])
 
     def direct(self, ins, outs):
-        """Without a fused activation, a ufunc op is that one ufunc call (see
-        ``numlite.interpreter.runtime.direct_call``)."""
+        """Without a fused activation, and unless split over threads, a ufunc op is that one
+        ufunc call (see ``numlite.interpreter.runtime.direct_call``)."""
         ufunc = getattr(type(self).compute, "ufunc", None)
-        if ufunc is None or self.activation is not None:
+        if ufunc is None or self.activation is not None or self.split is not None:
             return None
         return ufunc, (ins[0], ins[1], outs[0])
 
@@ -84,11 +101,14 @@ def _divide(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
 
 @register("DIV")
 class Div(Binary):
+    passes = 2
     compute = _divide
 
 
 @register("SQUARED_DIFFERENCE")
 class SquaredDifference(Binary):
+    passes = 2
+
     @staticmethod
     def compute(a, b, out):
         np.subtract(a, b, out=out)
@@ -109,6 +129,7 @@ class Minimum(Binary):
 
 @register("POW")
 class Pow(Binary):
+    passes = 10
     dtypes = (np.float32, np.int32)
 
     @staticmethod
@@ -121,6 +142,7 @@ class Pow(Binary):
 
 @register("FLOOR_DIV")
 class FloorDiv(Binary):
+    passes = 3
     dtypes = (np.float32, np.int32, np.int64, np.int16, np.int8)
 
     @staticmethod
@@ -133,6 +155,7 @@ class FloorDiv(Binary):
 
 @register("FLOOR_MOD")
 class FloorMod(Binary):
+    passes = 3
     dtypes = (np.float32, np.int32, np.int64, np.int16, np.int8)
     compute = _ufunc(np.mod)
 

@@ -1,8 +1,9 @@
 """Splitting a heavy kernel's work over threads, and keeping BLAS out of their way.
 
 NumPy runs each call on one core (BLAS aside) but releases the GIL while it computes, so a
-kernel whose work divides into independent pieces (row blocks of a convolution's output) can
-run them on several Python threads at once. :func:`run` hands a list of tasks to a small pool
+kernel whose work divides into independent pieces (row blocks of a convolution's output, blocks
+of a large element-wise op's output: :class:`ElementwiseSplit`) can run them on several Python
+threads at once. :func:`run` hands a list of tasks to a small pool
 of worker threads and the calling thread alike; every thread takes the next task from one
 shared iterator until none is left (work stealing). On a machine whose cores are busy with
 other processes a worker may wake late or not at all; the caller then simply takes more of the
@@ -312,3 +313,72 @@ def run(tasks: Sequence[Task], threads: int) -> None:
     its thread's slot (0 for the caller, 1 to ``threads - 1`` for workers) to pick its scratch
     memory. Returns when all are done; re-raises the first exception a task raised."""
     _POOL.run(tasks, threads)
+
+
+# ----------------------------------------------------------------------------- element-wise work
+
+# Work units (as MIN_SPLIT_WORK counts them: about 0.02 ns of BLAS each) of one memory pass
+# of an element-wise op over one float32 element (about 0.3 ns on large arrays). An op costs
+# this times its passes per element (a multiply 1, LOGISTIC about 10: exp alone is ~7).
+ELEMENT_PASS_WORK = 16
+
+# Fewest elements per block of a split element-wise op: smaller blocks pay more for the calls
+# (a few microseconds each) than the second core gains.
+MIN_ELEMENTWISE_BLOCK = 1 << 15
+
+
+class ElementwiseSplit:
+    """An element-wise computation ``fn(*ins, out)`` cut into blocks of the output along its
+    first axis longer than one, and run on up to ``threads`` threads (NumPy's ufuncs release
+    the GIL). An input of the output's extent on that axis is cut the same way; one that
+    broadcasts along it (a squeeze-excite scale ``[1, 1, 1, C]``) is passed whole. Blocks are
+    bound to the arrays of the first call and rebound only when the arrays change."""
+
+    def __init__(self, fn: Callable[..., None], shape: Sequence[int], threads: int, parts: int) -> None:
+        self.fn = fn
+        self.shape = tuple(int(d) for d in shape)
+        self.axis = next((k for k, d in enumerate(self.shape) if d > 1), 0)
+        extent = self.shape[self.axis] if self.shape else 1
+        size = int(np.prod(self.shape, dtype=np.int64))
+        rows = max(1, -(-MIN_ELEMENTWISE_BLOCK * extent // max(size, 1)))  # rows per block at least
+        self.ranges = split(extent, parts, rows)
+        self.threads = threads
+        self.run = runner(threads, 0)  # no BLAS inside: never hold its pool
+        self.tasks: list[Task] = []
+        self.bound: tuple = ()
+
+    @classmethod
+    def for_node(cls, node: Any, fn: Callable[..., None], shape: Sequence[int], passes: float) -> "ElementwiseSplit | None":
+        """The split of ``fn``, an op of ``passes`` memory passes per element over an output
+        of ``shape``, or None when it is not worth threads (or only one may be used)."""
+        size = int(np.prod(shape, dtype=np.int64))
+        threads = threads_for(node, size * passes * ELEMENT_PASS_WORK)
+        if threads <= 1:
+            return None
+        split_ = cls(fn, shape, threads, 3 * threads)  # a few per thread: see conv.block_parts
+        return split_ if len(split_.ranges) > 1 else None
+
+    def _cut(self, a: np.ndarray, lo: int, hi: int) -> np.ndarray:
+        k = self.axis - (len(self.shape) - a.ndim)  # broadcasting aligns trailing axes
+        if k < 0 or a.shape[k] == 1:
+            return a
+        return a[(slice(None),) * k + (slice(lo, hi),)]
+
+    def __call__(self, ins: Sequence[np.ndarray], out: np.ndarray) -> None:
+        """``fn(*ins, out)``, block by block on several threads, or as one call when other
+        processes leave no second core idle (:func:`run` would run the blocks one by one)."""
+        if idle_cores() < 1.5:
+            self.fn(*ins, out)
+            return
+        arrays = (*ins, out)
+        if len(arrays) != len(self.bound) or any(a is not b for a, b in zip(arrays, self.bound)):
+            fn = self.fn
+            self.tasks = [
+                partial(_call_block, fn, [self._cut(a, lo, hi) for a in ins], self._cut(out, lo, hi)) for lo, hi in self.ranges
+            ]
+            self.bound = arrays
+        self.run(self.tasks)
+
+
+def _call_block(fn: Callable[..., None], ins: list[np.ndarray], out: np.ndarray, slot: int) -> None:
+    fn(*ins, out)

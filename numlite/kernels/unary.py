@@ -16,6 +16,7 @@ from typing import Callable
 
 import numpy as np
 
+from numlite.kernels import parallel
 from numlite.kernels.base import Kernel, Spec, TensorInfo, register
 
 F32 = (np.float32,)
@@ -33,24 +34,40 @@ def reject_quantized(kernel: Kernel, t: TensorInfo) -> None:
 
 class Unary(Kernel):
     """One input, one output of the same shape and dtype; subclasses set ``dtypes`` and
-    ``compute(x, out)``, which writes into ``out`` in place."""
+    ``compute(x, out)``, which writes into ``out`` in place. A subclass whose compute may run
+    with ``out`` being ``x`` (it reads x only in its first pass) says so with ``inplace = (0,)``
+    (see ``numlite.interpreter.runtime.in_place_inputs``)."""
 
     dtypes: tuple = F32
     compute: Callable[[np.ndarray, np.ndarray], None]
+    # Memory passes per element (a transcendental counts as several): how much work the op is,
+    # to decide whether a large one runs in blocks on several threads (``parallel``).
+    passes: float = 1
+    split: parallel.ElementwiseSplit | None = None
 
     def prepare(self, ins):
         self.expect_inputs(ins, 1)
         (x,) = ins
         self.expect_dtype(x, *self.dtypes)
         reject_quantized(self, x)
+        self.split = parallel.ElementwiseSplit.for_node(self.node, self.compute_fn(), x.shape, self.passes)
         return [Spec(x.shape, x.dtype)]
 
+    def compute_fn(self) -> Callable[[np.ndarray, np.ndarray], None]:
+        """``compute(x, out)`` as eval calls it."""
+        return type(self).compute
+
     def eval(self, ins, outs):
-        type(self).compute(ins[0], outs[0])
+        if self.split is not None:
+            self.split(ins, outs[0])
+        else:
+            type(self).compute(ins[0], outs[0])
 
     def direct(self, ins, outs):
-        """``compute`` as one call when it is marked so (:func:`single_call`); see
-        ``numlite.interpreter.runtime.direct_call``."""
+        """``compute`` as one call when it is marked so (:func:`single_call`) and the op is not
+        split over threads; see ``numlite.interpreter.runtime.direct_call``."""
+        if self.split is not None:
+            return None
         call = getattr(type(self).compute, "single_call", None)
         if call is None:
             return None
@@ -89,6 +106,8 @@ def _ufunc(ufunc: np.ufunc, quiet: bool = False) -> Callable[[np.ndarray, np.nda
 
 @register("SQRT")
 class Sqrt(Unary):
+    inplace = (0,)
+    passes = 2
     compute = _ufunc(np.sqrt)
 
 
@@ -96,15 +115,21 @@ class Sqrt(Unary):
 class Rsqrt(Unary):
     """``1.f / std::sqrt(x)``: both steps correctly rounded in float32, so two ufuncs agree."""
 
+    inplace = (0,)
+    passes = 3
+
     @staticmethod
     def compute(x, out):
         with np.errstate(divide="ignore", invalid="ignore"):
             np.sqrt(x, out=out)
-            np.reciprocal(out, out=out)
+            np.divide(np.float32(1), out, out=out)  # as reciprocal, and vectorised (see activations)
 
 
 @register("EXP")
 class Exp(Unary):
+    inplace = (0,)
+    passes = 7
+
     @staticmethod
     def compute(x, out):
         with np.errstate(over="ignore"):
@@ -113,6 +138,9 @@ class Exp(Unary):
 
 @register("LOG")
 class Log(Unary):
+    inplace = (0,)
+    passes = 7
+
     @staticmethod
     def compute(x, out):
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -121,16 +149,22 @@ class Log(Unary):
 
 @register("SIN")
 class Sin(Unary):
+    inplace = (0,)
+    passes = 10
     compute = _ufunc(np.sin)
 
 
 @register("COS")
 class Cos(Unary):
+    inplace = (0,)
+    passes = 10
     compute = _ufunc(np.cos)
 
 
 @register("SQUARE")
 class Square(Unary):
+    inplace = (0,)
+
     @staticmethod
     def compute(x, out):
         with np.errstate(over="ignore"):
@@ -139,6 +173,7 @@ class Square(Unary):
 
 @register("ABS")
 class Abs(Unary):
+    inplace = (0,)
     # int16 only without quantization (LiteRT's plain int16 path); int8 ABS is quantized-only.
     dtypes = (np.float32, np.int32, np.int16)
     compute = _ufunc(np.abs, quiet=True)
@@ -146,6 +181,7 @@ class Abs(Unary):
 
 @register("NEG")
 class Neg(Unary):
+    inplace = (0,)
     # LiteRT negates int8 raw values too (reference Negate), so int8 is plain arithmetic here.
     dtypes = (np.float32, np.float16, np.int8, np.int16, np.int32, np.int64)
 
@@ -160,12 +196,14 @@ class Neg(Unary):
 
 @register("FLOOR")
 class Floor(Unary):
+    inplace = (0,)
     dtypes = (np.float32, np.float16)
     compute = _ufunc(np.floor, quiet=True)
 
 
 @register("CEIL")
 class Ceil(Unary):
+    inplace = (0,)
     dtypes = (np.float32, np.float16)
     compute = _ufunc(np.ceil, quiet=True)
 
@@ -174,6 +212,8 @@ class Ceil(Unary):
 class Round(Unary):
     """Round half to even, as LiteRT's RoundToNearest (``np.rint``: same values; only the sign
     of a zero result may differ from the builtin kernel, which returns +0 for -0.5 < x < 0)."""
+
+    inplace = (0,)
 
     dtypes = (np.float32, np.float16)
     compute = _ufunc(np.rint, quiet=True)
