@@ -320,3 +320,30 @@ def count_leading_zeros32(x: np.ndarray) -> np.ndarray:
     u = np.asarray(x).astype(np.int64) & 0xFFFFFFFF
     _, exponent = np.frexp(u.astype(np.float64))  # exact: u < 2**53
     return np.where(u == 0, 32, 32 - exponent).astype(np.int64)
+
+
+def inv_sqrt_multiplier(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """LiteRT's GetInvSqrtQuantizedMultiplierExp(x, reverse_shift=-1) on an array of int32 values:
+    ``1 / sqrt(x)`` as a multiplier and a (left) shift, by gemmlowp Newton-Raphson in Q3.28."""
+    x = np.asarray(x, np.int64)
+    small = x <= 1  # LiteRT's special case: the largest multiplier, no shift
+    x = np.where(small, 2, x)
+    shift = np.full(x.shape, 11, np.int64)
+    while np.any(x >= 1 << 29):
+        big = x >= 1 << 29
+        x, shift = np.where(big, x // 4, x), shift + big
+    pairs = (count_leading_zeros32(x) - 1) // 2 - 1
+    shift -= pairs
+    x = x << (2 * pairs)
+    srdhm = saturating_rounding_doubling_high_mul
+    half_input = rounding_divide_by_pot(x >> 1, 1)
+    half_three = (1 << 28) + (1 << 27)
+    estimate = np.full(x.shape, 1 << 28, np.int32)  # 1.0 in Q3.28
+    for _ in range(5):
+        cube = saturating_rounding_multiply_by_pot(srdhm(srdhm(estimate, estimate), estimate), 6)
+        difference = wrapping_add(srdhm(half_three, estimate), -srdhm(half_input, cube).astype(np.int64))
+        estimate = saturating_rounding_multiply_by_pot(difference, 3)
+    inv = srdhm(estimate, 1518500250).astype(np.int64)  # times sqrt(2) / 2
+    inv = np.where(shift < 0, (inv << np.maximum(-shift, 0)).astype(np.int32), inv)
+    shift = np.maximum(shift, 0)
+    return np.where(small, INT32_MAX, inv), np.where(small, 0, -shift)

@@ -14,6 +14,7 @@ import numpy as np
 from numlite.kernels.base import Kernel, Spec, TensorInfo, broadcast_shape, has_scale, register
 from numlite.kernels.fixed_point import (
     activation_range,
+    inv_sqrt_multiplier,
     dtype_range,
     multiply_by_quantized_multiplier as mbqm,
     quantize_multiplier,
@@ -663,9 +664,12 @@ class QuantizedMean(QuantizedReducer):
 
 @register("SUM", quantized=True)
 class QuantizedSum(QuantizedReducer):
-    """LiteRT's default SUM kernel: with other output parameters, 8-bit sums rescale through
+    """LiteRT's default SUM kernel: with other output parameters, int8 sums rescale through
     float, ``round(sum * s / so - z * s / so * count) + zo``; with equal parameters the result
-    is the int32 sum itself. Either saturates to the type.
+    is the int32 sum itself. Either saturates to the type. uint8 sums with other output
+    parameters follow LiteRT's reference kernel instead (all integer: ``sum - count * z`` times
+    the fixed-point multiplier of ``s / so``, plus ``zo``, saturated; within one quantum of the
+    float rescaling).
 
     Not the reference kernel: ai-edge-litert 2.3's BUILTIN_REF SUM of int8/int16 tensors gives
     erratic values (an all-zero int16 input sums to 0, the same input with one nonzero element
@@ -676,6 +680,11 @@ class QuantizedSum(QuantizedReducer):
         self.same = (self.s, self.z) == (self.so, self.zo)
         if self.dtype == INT16 and not self.same:
             raise self.fail("int16 SUM needs equal input and output quantization")
+        # uint8 rescaling SUM: LiteRT's reference kernel is sound there (deterministic), and
+        # integer: MEAN's fixed-point rescaling without the division by the count
+        self.integer = self.dtype == UINT8 and not self.same
+        if self.integer:
+            self.mult, self.shift = quantize_multiplier(float(self.s) / float(self.so))  # double division
 
     def eval(self, ins, outs):
         x, out = ins[0], outs[0]
@@ -683,7 +692,53 @@ class QuantizedSum(QuantizedReducer):
         if self.same:  # LiteRT's default kernel saturates the sum
             _clamp_into(sums.reshape(out.shape).astype(np.int64), *self.range, out)
             return
+        if self.integer:
+            shifted = _wrap32(sums.astype(np.int64) - self.z * self.count)
+            values = mbqm(shifted, self.mult, self.shift).astype(np.int64) + self.zo
+            _clamp_into(values.reshape(out.shape), *self.range, out)
+            return
         scale = self.s / self.so  # float division, float arithmetic
         bias = F32(-self.z) * scale * F32(self.count)
         value = round_half_away(sums.astype(F32) * scale + bias).astype(np.int64) + self.zo
         _clamp_into(value.reshape(out.shape), *self.range, out)
+
+
+# ----------------------------------------------------------------------------- L2_NORMALIZATION
+
+
+@register("L2_NORMALIZATION", quantized=True)
+class QuantizedL2Normalization(QuantizedKernel):
+    """``x - zp`` over the last axis times ``1 / sqrt(sum((x - zp)**2))`` (a fixed-point
+    multiplier per row, LiteRT's GetInvSqrtQuantizedMultiplierExp), on the output scale 1/128:
+    uint8 ``128 + (128 * d) * inv`` (zero point 128), int8 ``d * inv * 2**7`` (zero point 0),
+    saturated, as LiteRT's reference kernels."""
+
+    def prepare(self, ins):
+        self.expect_inputs(ins, 1)
+        (x,) = ins
+        self.expect_quantized_dtype(x, *EIGHT_BIT)
+        if x.ndim < 1:
+            raise self.fail(f"input {x.name!r} must have rank 1 or more, got a scalar")
+        if self.activation_code() != 0:
+            raise self.fail(f"fused activation {self.activation_code()} is not supported by L2_NORMALIZATION")
+        _, self.z = self.per_tensor(x)
+        so, zo = self.output_params(x.dtype)
+        expected_zo = 128 if x.dtype == UINT8 else 0
+        if so != F32(1.0 / 128.0) or zo != expected_zo:
+            raise self.fail(f"the output needs scale 1/128 and zero point {expected_zo}, got {so} and {zo}")
+        self.range = dtype_range(x.dtype)
+        self.inv_sqrt = inv_sqrt_multiplier  # LiteRT's GetInvSqrtQuantizedMultiplierExp
+        return [Spec(x.shape, x.dtype)]
+
+    def eval(self, ins, outs):
+        x, out = ins[0], outs[0]
+        if x.size == 0:
+            return
+        diff = x.reshape(-1, x.shape[-1]).astype(np.int32) - np.int32(self.z)
+        squares = _wrap32(np.sum(diff.astype(np.int64) ** 2, axis=1, keepdims=True))
+        inv, shift = self.inv_sqrt(squares)
+        if x.dtype == UINT8:
+            values = mbqm(diff * np.int32(128), inv, shift).astype(np.int64) + 128
+        else:
+            values = mbqm(diff, inv, shift + 7).astype(np.int64)
+        _clamp_into(values.reshape(out.shape), *self.range, out)

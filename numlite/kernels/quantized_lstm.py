@@ -49,15 +49,7 @@ from typing import Sequence
 import numpy as np
 
 from numlite.kernels.base import Kernel, Spec, TensorInfo, has_scale, register
-from numlite.kernels.fixed_point import (
-    INT32_MAX,
-    count_leading_zeros32,
-    quantize_multiplier,
-    rounding_divide_by_pot,
-    saturating_rounding_doubling_high_mul,
-    saturating_rounding_multiply_by_pot,
-    wrapping_add,
-)
+from numlite.kernels.fixed_point import inv_sqrt_multiplier, quantize_multiplier
 from numlite.kernels.fixed_point import multiply_by_quantized_multiplier as mbqm
 from numlite.kernels.rnn import _check_state, _get, _lstm_operands, _sequence_dims, _sequence_shape, _time_major
 
@@ -193,33 +185,6 @@ def _lookup(table: np.ndarray, raw: np.ndarray) -> np.ndarray:
 # ----------------------------------------------------------------------------- layer norm
 
 
-def _inv_sqrt_multiplier(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """LiteRT's GetInvSqrtQuantizedMultiplierExp(x, reverse_shift=-1) on an array of int32 values:
-    ``1 / sqrt(x)`` as a multiplier and a (left) shift, by gemmlowp Newton-Raphson in Q3.28."""
-    x = np.asarray(x, np.int64)
-    small = x <= 1  # LiteRT's special case: the largest multiplier, no shift
-    x = np.where(small, 2, x)
-    shift = np.full(x.shape, 11, np.int64)
-    while np.any(x >= 1 << 29):
-        big = x >= 1 << 29
-        x, shift = np.where(big, x // 4, x), shift + big
-    pairs = (count_leading_zeros32(x) - 1) // 2 - 1
-    shift -= pairs
-    x = x << (2 * pairs)
-    srdhm = saturating_rounding_doubling_high_mul
-    half_input = rounding_divide_by_pot(x >> 1, 1)
-    half_three = (1 << 28) + (1 << 27)
-    estimate = np.full(x.shape, 1 << 28, np.int32)  # 1.0 in Q3.28
-    for _ in range(5):
-        cube = saturating_rounding_multiply_by_pot(srdhm(srdhm(estimate, estimate), estimate), 6)
-        difference = wrapping_add(srdhm(half_three, estimate), -srdhm(half_input, cube).astype(np.int64))
-        estimate = saturating_rounding_multiply_by_pot(difference, 3)
-    inv = srdhm(estimate, 1518500250).astype(np.int64)  # times sqrt(2) / 2
-    inv = np.where(shift < 0, (inv << np.maximum(-shift, 0)).astype(np.int32), inv)
-    shift = np.maximum(shift, 0)
-    return np.where(small, INT32_MAX, inv), np.where(small, 0, -shift)
-
-
 def _layer_norm(v: np.ndarray, p: "_LayerNorm") -> np.ndarray:
     """LiteRT's integer ApplyLayerNorm over the last axis of ``v`` [batch, gates, n_cell]:
     mean and variance with 10 extra bits, the inverse standard deviation as a multiplier,
@@ -230,7 +195,7 @@ def _layer_norm(v: np.ndarray, p: "_LayerNorm") -> np.ndarray:
     variance = (v * v).sum(axis=-1, keepdims=True) * ((1 << 20) // n) - mean * mean
     variance = _trunc_div(variance, 1 << 20)
     variance = np.where(variance < 1, p.guard[None, :, None], variance)
-    inv, inv_shift = _inv_sqrt_multiplier(variance)
+    inv, inv_shift = inv_sqrt_multiplier(variance)
     rescaled = mbqm(_wrap32(1024 * v - mean), inv, inv_shift).astype(np.int64)
     weighted = _wrap32(rescaled * p.coefficients + p.bias)
     weighted = _trunc_div(weighted + np.where(weighted > 0, 512, -512), 1024)
