@@ -28,8 +28,14 @@ input's depth.
 
 The states (``output_state`` h and ``cell_state`` c, an RNN's hidden state) are variable
 tensors: read at the start of each invoke and overwritten with the final state, so they persist
-across invokes (and re-allocations) until ``reset_all_variables``, as in LiteRT. The input projections of every time step are one BLAS matmul; the time
-loop then does one recurrent matmul per step for all gates at once.
+across invokes (and re-allocations) until ``reset_all_variables``, as in LiteRT.
+
+Speed: the input projections of every time step are one BLAS matmul; the time loop then does
+one recurrent matmul per step for all gates at once. Float LSTMs without layer norm or diagonal
+weights run :class:`FastLstm` (gates reordered so the sigmoids are one call, every view and
+temporary bound once per binding of the arrays, ``h`` written straight into the output), and
+tanh LSTMs without CIFG or peepholes :class:`TanhLstm` (nine NumPy calls a step); the other
+variants and the hybrid LSTM take the general :meth:`LstmDirection.step`.
 """
 
 from __future__ import annotations
@@ -86,8 +92,8 @@ def _clip(x: np.ndarray, bound: np.float32) -> None:
     """Clip to [-bound, bound] in place; 0 means no clipping (ufuncs: np.clip's Python
     wrapper costs more than the work at these sizes)."""
     if bound > 0:
-        np.minimum(x, bound, out=x)
-        np.maximum(x, -bound, out=x)
+        np.minimum(x, bound, x)
+        np.maximum(x, -bound, x)
 
 
 # ----------------------------------------------------------------------------- shared checks
@@ -230,6 +236,7 @@ class LstmDirection:
         _check_state(self.kernel, ins, ops.cell_state, batch * self.n_cell, "cell state")
         self.use_aux = n_aux is not None and _get(ins, ops.aux[1]) is not None
         self.weights = self.stack(ins) if self._all_constant(ins) else None
+        self.fast = None if self.weights is None or not self.fast_path() else _fast_lstm(self, self.weights)
 
     def _check_gate_operands(self, ins, gates: range, n_input: int, n_aux: int | None) -> None:
         ops, n, fail = self.ops, self.n_cell, self.kernel.fail
@@ -294,6 +301,11 @@ class LstmDirection:
         if tuple(t.shape) != shape:
             raise self.kernel.fail(f"the {what} {t.name!r} (input {index}) has shape {t.shape}, expected {shape}")
 
+    def fast_path(self) -> bool:
+        """Whether :class:`FastLstm` runs this direction: float weights, full recurrent
+        matrices and no layer norm (those take the general :meth:`step`)."""
+        return type(self) is LstmDirection and not self.diagonal and not self.layer_norm
+
     def bias_width(self) -> int:
         """Width of the stacked gates: 3 or 4 blocks of n_cell."""
         return (3 if self.cifg else 4) * self.n_cell
@@ -327,16 +339,21 @@ class LstmDirection:
     # -- eval -----------------------------------------------------------------------------------
 
     def run(self, ins: Sequence, x: np.ndarray, aux: np.ndarray | None, out: np.ndarray, columns: slice,
-            reverse: bool, params: "LstmParams", gates: np.ndarray) -> None:
+            reverse: bool, params: "LstmParams", gates: np.ndarray, outs: Sequence) -> None:
         """Run the whole sequence. ``x``, ``aux`` and ``out`` are [time, batch, ...] views;
         ``columns`` is where this direction writes in ``out``'s last axis; ``gates`` is scratch
-        of [time, batch, G * n_cell]."""
-        w = self.weights if self.weights is not None else self.stack(ins)
-        h = ins[self.ops.output_state].reshape(-1, self.n_output)
-        c = ins[self.ops.cell_state].reshape(-1, self.n_cell)
+        of [time, batch, G * n_cell]; ``outs`` the op's output arrays (``ins`` and ``outs``
+        identify the arrays ``x``, ``aux`` and ``out`` are views of)."""
         steps, batch = x.shape[0], x.shape[1]
         if steps == 0 or batch == 0:
             return
+        if self.fast_path():
+            fast = self.fast if self.fast is not None else _fast_lstm(self, self.stack(ins))
+            fast.run(ins, outs, x, aux, out, columns, reverse, params, gates, self)
+            return
+        w = self.weights if self.weights is not None else self.stack(ins)
+        h = ins[self.ops.output_state].reshape(-1, self.n_output)
+        c = ins[self.ops.cell_state].reshape(-1, self.n_cell)
         flat = gates.reshape(steps * batch, -1)
         np.matmul(x.reshape(steps * batch, -1), w.input_to, out=flat)
         if w.aux is not None:
@@ -423,6 +440,259 @@ def _lstm_params(kernel: Kernel) -> LstmParams:
     if cell_clip < 0 or proj_clip < 0:  # LiteRT's Prepare checks these
         raise kernel.fail(f"cell_clip ({cell_clip}) and proj_clip ({proj_clip}) must not be negative")
     return LstmParams(code, np.float32(cell_clip), np.float32(proj_clip))
+
+
+# ----------------------------------------------------------------------------- float LSTM, fast path
+
+
+def _activation_call(code: int):
+    """``act(src, dst)`` as one call, or None for NONE (which writes nothing)."""
+    if code == NONE:
+        return None
+    if code == TANH:
+        return np.tanh
+    return lambda src, dst: _activate(code, src, dst)
+
+
+class _Plan:
+    """The time loop's views for one binding of a direction's arrays (output, states, input
+    layout): each step's gate blocks and output rows, and the loop's temporaries."""
+
+    __slots__ = ("key", "states", "gates", "steps", "h", "c", "c3", "rows", "tmp", "ig", "ptmp")
+
+
+class FastLstm:
+    """A float LSTM direction without layer norm or diagonal weights, laid out for few NumPy
+    calls per step.
+
+    The gate blocks are reordered so the sigmoid gates are contiguous and first: i, f, o, g
+    (f, o, g under CIFG); one sigmoid call then covers all of them (without peepholes). Their
+    weight columns, biases and peephole vectors are negated once here, so the gates hold
+    ``-z`` and the sigmoid is ``1 / (1 + exp(-z))`` in three in-place ufuncs; negation is
+    exact in floating point, so this computes the same values. Each step writes ``h``
+    straight into the output rows and reads the previous step's rows as its ``h``; the state
+    gets the last ``h`` at the end. Views and temporaries are built once per binding of the
+    arrays (:meth:`plan`)."""
+
+    def __init__(self, direction: LstmDirection, w: LstmWeights) -> None:
+        n = self.n = direction.n_cell
+        self.cifg, self.n_output = direction.cifg, direction.n_output
+        blocks = [0, 2, 1] if self.cifg else [0, 1, 3, 2]  # from i, f, g, o (f, g, o) order
+        perm = np.concatenate([np.arange(b * n, (b + 1) * n) for b in blocks])
+        sign = np.ones(perm.size, FLOAT)
+        sign[:-n] = -1  # the sigmoid gates
+        self.input_to = np.ascontiguousarray(w.input_to[:, perm] * sign)
+        self.aux = None if w.aux is None else np.ascontiguousarray(w.aux[:, perm] * sign)
+        self.recurrent = np.ascontiguousarray(w.recurrent[:, perm] * sign)
+        self.bias = np.ascontiguousarray(w.bias[perm] * sign)
+        peep_i, peep_f, peep_o = w.peephole
+        self.peep_if = None if peep_f is None else -np.stack([peep_f] if self.cifg else [peep_i, peep_f])
+        self.peep_o = None if peep_o is None else -peep_o
+        self.projection, self.projection_bias = w.projection, w.projection_bias
+        self.width = perm.size
+        self.plan_ = None
+
+    def run(self, ins: Sequence, outs: Sequence, x: np.ndarray, aux: np.ndarray | None, out: np.ndarray,
+            columns: slice, reverse: bool, params: LstmParams, gates: np.ndarray, direction: LstmDirection) -> None:
+        """As :meth:`LstmDirection.run` (non-empty ``x``)."""
+        # The op's arrays by identity (held by the plan, so no other array takes their ids):
+        # the same objects are the same memory, strides and shapes.
+        key = (*map(id, ins), *map(id, outs))
+        plan = self.plan_
+        if plan is None or plan.key != key:
+            h, c = ins[direction.ops.output_state], ins[direction.ops.cell_state]
+            plan = self.plan_ = self.plan(key, x, out, columns, reverse, h, c, gates)
+            plan.states = (list(ins), list(outs))
+        self.project_inputs(plan, x, aux)
+        self.loop(plan, params)
+
+    def plan(self, key, x, out, columns, reverse, h, c, gates) -> _Plan:
+        """Each step's views (in the order the loop takes them) and the temporaries."""
+        steps, batch = x.shape[0], x.shape[1]
+        plan = _Plan()
+        plan.key = key
+        # batch-major input: project it in its own order and step through [batch, time] views
+        batch_major = not x.flags.c_contiguous and x.swapaxes(0, 1).flags.c_contiguous
+        plan.gates = gates.reshape(batch, steps, -1).swapaxes(0, 1) if batch_major else gates
+        n, width = self.n, self.width
+        sig = width - n  # the sigmoid gates' columns
+        peep = 0 if self.peep_if is None else self.peep_if.shape[0] * n  # the gates before o
+        f0 = 0 if self.cifg else n
+        order = range(steps - 1, -1, -1) if reverse else range(steps)
+        plan.steps = []
+        for t in order:
+            g = plan.gates[t]
+            first = g[:, :peep] if peep else g[:, :sig]  # sigmoid before the cell update
+            plan.steps.append((g, first, g[:, :peep].reshape(batch, -1, n) if peep else None, g[:, :n],
+                               g[:, f0:f0 + n], g[:, sig - n:sig], g[:, sig:], out[t, :, columns]))
+        plan.h = h.reshape(batch, self.n_output)
+        plan.c = c.reshape(batch, n)
+        plan.c3 = plan.c[:, None, :]
+        plan.tmp = np.empty((batch, width), FLOAT)
+        plan.ig = np.empty((batch, n), FLOAT)
+        plan.ptmp = np.empty((batch, peep // n, n), FLOAT) if peep else None
+        return plan
+
+    def project_inputs(self, plan: _Plan, x: np.ndarray, aux: np.ndarray | None) -> None:
+        """All steps' input terms and biases: one matmul into the gates."""
+        g = plan.gates
+        if g.flags.c_contiguous:
+            flat = g.reshape(-1, self.width)
+            np.matmul(x.reshape(flat.shape[0], -1), self.input_to, out=flat)
+            if aux is not None and self.aux is not None:
+                flat += aux.reshape(flat.shape[0], -1) @ self.aux
+        else:  # batch-major: the same rows in [batch, time] order
+            flat = g.swapaxes(0, 1).reshape(-1, self.width)
+            np.matmul(x.swapaxes(0, 1).reshape(flat.shape[0], -1), self.input_to, out=flat)
+            if aux is not None and self.aux is not None:
+                flat += aux.swapaxes(0, 1).reshape(flat.shape[0], -1) @ self.aux
+        flat += self.bias
+
+    def loop(self, plan: _Plan, params: LstmParams) -> None:
+        """The time loop: gates, c and h of every step, then the final states."""
+        with np.errstate(over="ignore"):  # exp overflows to inf for very negative z: sigmoid 0
+            self._loop(plan, params)
+
+    def _loop(self, plan: _Plan, params: LstmParams) -> None:
+        # np.dot: less per-call overhead than np.matmul at these sizes (tmp is C-contiguous, as it needs);
+        # outputs positional: keyword arguments cost a ufunc call more than the work here
+        dot, matmul, add, multiply, exp, reciprocal = np.dot, np.matmul, np.add, np.multiply, np.exp, np.reciprocal
+        act = _activation_call(params.activation)
+        cell_clip, proj_clip = params.cell_clip, params.proj_clip
+        recurrent, tmp, ig, c = self.recurrent, plan.tmp, plan.ig, plan.c
+        peep_if, peep_o, c3, ptmp = self.peep_if, self.peep_o, plan.c3, plan.ptmp
+        projection, projection_bias, cifg = self.projection, self.projection_bias, self.cifg
+        one = np.float32(1)
+        prev = plan.h
+        for g, first, first3, i, f, o, cell, h in plan.steps:
+            dot(prev, recurrent, tmp)
+            add(g, tmp, g)
+            if peep_if is not None:  # i and f see the old c
+                multiply(peep_if, c3, ptmp)
+                add(first3, ptmp, first3)
+            exp(first, first)  # sigmoid of -(-z)
+            add(first, one, first)
+            reciprocal(first, first)
+            if act is not None:
+                act(cell, cell)
+            multiply(c, f, c)
+            if cifg:
+                np.subtract(one, f, ig)
+                multiply(ig, cell, ig)
+            else:
+                multiply(i, cell, ig)
+            add(c, ig, c)
+            if cell_clip > 0:
+                _clip(c, cell_clip)
+            if peep_if is not None:  # o sees the new c
+                multiply(peep_o, c, ig)
+                add(o, ig, o)
+                exp(o, o)
+                add(o, one, o)
+                reciprocal(o, o)
+            if act is not None:  # NONE leaves the cell gate there, as in LiteRT
+                act(c, cell)
+            if projection is None:
+                multiply(o, cell, h)
+            else:
+                multiply(o, cell, ig)
+                matmul(ig, projection, h)
+                if projection_bias is not None:
+                    add(h, projection_bias, h)
+                _clip(h, proj_clip)
+            prev = h
+        np.copyto(plan.h, prev)
+
+
+class TanhLstm(FastLstm):
+    """:class:`FastLstm` for the common case (tanh activation, no CIFG, no peepholes) in nine
+    NumPy calls per step.
+
+    The gate blocks are laid out g, f, i, o with the sigmoid gates' weights and biases halved
+    (exact: a power of two), so one tanh over the whole row gives ``act(g)`` and
+    ``tanh(z / 2)``, and ``sigmoid(z) = 0.5 + 0.5 tanh(z / 2)`` is two more calls. Each
+    step's activated gates go into a row ``[c | g | f | i | o]`` whose first block holds the
+    cell state it starts from, so ``[f, i] * [c, g]`` is one multiply and the new ``c`` one add
+    of its halves, written straight into the other row's ``c`` block (two rows alternate)."""
+
+    def __init__(self, direction: LstmDirection, w: LstmWeights) -> None:
+        n = self.n = direction.n_cell
+        self.cifg, self.n_output = False, direction.n_output
+        perm = np.concatenate([np.arange(b * n, (b + 1) * n) for b in (2, 1, 0, 3)])  # g, f, i, o
+        scale = np.full(perm.size, 0.5, FLOAT)
+        scale[:n] = 1
+        self.input_to = np.ascontiguousarray(w.input_to[:, perm] * scale)
+        self.aux = None if w.aux is None else np.ascontiguousarray(w.aux[:, perm] * scale)
+        self.recurrent = np.ascontiguousarray(w.recurrent[:, perm] * scale)
+        self.bias = np.ascontiguousarray(w.bias[perm] * scale)
+        self.peep_if = self.peep_o = None
+        self.projection, self.projection_bias = w.projection, w.projection_bias
+        self.width = perm.size
+        self.plan_ = None
+
+    def plan(self, key, x, out, columns, reverse, h, c, gates) -> _Plan:
+        """As :meth:`FastLstm.plan`, with the two alternating rows."""
+        steps, batch = x.shape[0], x.shape[1]
+        plan = _Plan()
+        plan.key = key
+        batch_major = not x.flags.c_contiguous and x.swapaxes(0, 1).flags.c_contiguous
+        plan.gates = gates.reshape(batch, steps, -1).swapaxes(0, 1) if batch_major else gates
+        n = self.n
+        rows = np.empty((2, batch, 5 * n), FLOAT)  # [c | g | f | i | o], alternating
+        plan.rows = rows
+        plan.steps = []
+        for k, t in enumerate(range(steps - 1, -1, -1) if reverse else range(steps)):
+            row, following = rows[k % 2], rows[(k + 1) % 2]
+            plan.steps.append((plan.gates[t], row[:, n:], row[:, 2 * n:], row[:, 2 * n:4 * n], row[:, :2 * n],
+                               row[:, 4 * n:], following[:, :n], out[t, :, columns]))
+        plan.h = h.reshape(batch, self.n_output)
+        plan.c = c.reshape(batch, n)
+        plan.tmp = np.empty((batch, self.width), FLOAT)
+        plan.ig = np.empty((batch, 2 * n), FLOAT)  # [f * c | i * g]
+        plan.ptmp = np.empty((batch, n), FLOAT)  # tanh(c), then o * tanh(c) before a projection
+        return plan
+
+    def loop(self, plan: _Plan, params: LstmParams) -> None:
+        """The time loop in nine calls a step (plus the clips and projection when present)."""
+        dot, matmul, add, multiply, tanh = np.dot, np.matmul, np.add, np.multiply, np.tanh
+        cell_clip, proj_clip = params.cell_clip, params.proj_clip
+        recurrent, tmp, products, act = self.recurrent, plan.tmp, plan.ig, plan.ptmp
+        fc, ig = products[:, :self.n], products[:, self.n:]
+        projection, projection_bias = self.projection, self.projection_bias
+        half = np.float32(0.5)
+        np.copyto(plan.rows[0, :, :self.n], plan.c)  # the first step's c
+        prev = plan.h
+        c_new = None
+        for pre, active, sig, fi, cg, o, c_new, h in plan.steps:
+            dot(prev, recurrent, tmp)
+            add(pre, tmp, active)
+            tanh(active, active)
+            multiply(sig, half, sig)  # sigmoid(z) = 0.5 + 0.5 tanh(z / 2)
+            add(sig, half, sig)
+            multiply(fi, cg, products)
+            add(fc, ig, c_new)
+            if cell_clip > 0:
+                _clip(c_new, cell_clip)
+            tanh(c_new, act)
+            if projection is None:
+                multiply(o, act, h)
+            else:
+                multiply(o, act, act)
+                matmul(act, projection, h)
+                if projection_bias is not None:
+                    add(h, projection_bias, h)
+                _clip(h, proj_clip)
+            prev = h
+        np.copyto(plan.h, prev)
+        np.copyto(plan.c, c_new)
+
+
+def _fast_lstm(direction: LstmDirection, w: LstmWeights) -> FastLstm:
+    """The fast path for a direction (see :meth:`LstmDirection.fast_path`)."""
+    options = direction.kernel.options
+    if options.fused_activation_function == TANH and not direction.cifg and not direction.peephole:
+        return TanhLstm(direction, w)
+    return FastLstm(direction, w)
 
 
 # ----------------------------------------------------------------------------- hybrid LSTM
@@ -525,7 +795,7 @@ class HybridLstmDirection(LstmDirection):
         return dot * (scale[:, None] * column_scale[None, :])
 
     def run(self, ins: Sequence, x: np.ndarray, aux: np.ndarray | None, out: np.ndarray, columns: slice,
-            reverse: bool, params: "LstmParams", gates: np.ndarray) -> None:
+            reverse: bool, params: "LstmParams", gates: np.ndarray, outs: Sequence) -> None:
         w = self.weights if self.weights is not None else self.stack(ins)
         h = ins[self.ops.output_state].reshape(-1, self.n_output)
         c = ins[self.ops.cell_state].reshape(-1, self.n_cell)
@@ -579,7 +849,7 @@ class UnidirectionalSequenceLstm(Kernel):
     def eval(self, ins, outs):
         x = _time_major(ins[0], self.time_major)
         out = _time_major(outs[0], self.time_major)
-        self.lstm.run(ins, x, None, out, slice(None), False, self.params, self.gates)
+        self.lstm.run(ins, x, None, out, slice(None), False, self.params, self.gates, outs)
 
 
 @register("LSTM")
@@ -607,7 +877,7 @@ class Lstm(Kernel):
         return [Spec((batch, self.lstm.n_output), FLOAT)]
 
     def eval(self, ins, outs):
-        self.lstm.run(ins, ins[0][None], None, outs[0][None], slice(None), False, self.params, self.gates)
+        self.lstm.run(ins, ins[0][None], None, outs[0][None], slice(None), False, self.params, self.gates, outs)
 
 
 class _BidirectionalSequence(Kernel):
@@ -646,9 +916,9 @@ class _BidirectionalSequence(Kernel):
         bw_out = fw_out if self.merge else tm(outs[1])
         bw_x, shared_aux = (aux, None) if self.bw_from_aux else (x, aux)
         fw_scratch, bw_scratch = self.scratch
-        self.fw.run(ins, x, shared_aux, fw_out, slice(0, self.fw_width), False, self.setting, fw_scratch)
+        self.fw.run(ins, x, shared_aux, fw_out, slice(0, self.fw_width), False, self.setting, fw_scratch, outs)
         bw_cols = slice(self.fw_width, None) if self.merge else slice(None)
-        self.bw.run(ins, bw_x, shared_aux, bw_out, bw_cols, True, self.setting, bw_scratch)
+        self.bw.run(ins, bw_x, shared_aux, bw_out, bw_cols, True, self.setting, bw_scratch, outs)
 
 
 @register("BIDIRECTIONAL_SEQUENCE_LSTM")
@@ -736,9 +1006,9 @@ class RnnDirection:
                 np.ascontiguousarray(value(aux).T) if self.use_aux else None)
 
     def run(self, ins, x: np.ndarray, aux: np.ndarray | None, out: np.ndarray, columns: slice, reverse: bool,
-            activation: int, pre: np.ndarray) -> None:
+            activation: int, pre: np.ndarray, outs: Sequence) -> None:
         """``x``, ``aux``, ``out`` are [time, batch, ...] views; ``pre`` is [time, batch, units]
-        scratch for the input projections."""
+        scratch for the input projections (``outs``, the op's outputs, as for the LSTM: unused)."""
         w, w_h, b, w_aux = self.stacked if self.stacked is not None else self.stack(ins)
         h = ins[self.indices[3]].reshape(-1, self.units)
         steps, batch = x.shape[0], x.shape[1]
@@ -783,7 +1053,7 @@ class Rnn(Kernel):
         return [Spec((int(x.shape[0]), self.rnn.units), FLOAT)]
 
     def eval(self, ins, outs):
-        self.rnn.run(ins, ins[0][None], None, outs[0][None], slice(None), False, self.activation, self.pre)
+        self.rnn.run(ins, ins[0][None], None, outs[0][None], slice(None), False, self.activation, self.pre, outs)
 
 
 @register("UNIDIRECTIONAL_SEQUENCE_RNN")
@@ -805,7 +1075,7 @@ class UnidirectionalSequenceRnn(Kernel):
 
     def eval(self, ins, outs):
         x, out = _time_major(ins[0], self.time_major), _time_major(outs[0], self.time_major)
-        self.rnn.run(ins, x, None, out, slice(None), False, self.activation, self.pre)
+        self.rnn.run(ins, x, None, out, slice(None), False, self.activation, self.pre, outs)
 
 
 @register("BIDIRECTIONAL_SEQUENCE_RNN")
