@@ -22,7 +22,7 @@ import numlite
 from numlite.converter.quantize.full_integer import SAME_SCALE_OPS
 from numlite.kernels.base import QUANTIZED_KERNELS
 from numlite.model import read_model
-from tests.helpers import litert_interpreter, run_interpreter
+from helpers import litert_interpreter, run_interpreter
 
 INT8_ONLY = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
 INT16X8 = [tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8]

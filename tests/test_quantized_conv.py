@@ -17,7 +17,7 @@ from ai_edge_litert.interpreter import Interpreter as LiteRTInterpreter
 from ai_edge_litert.interpreter import OpResolverType
 
 import numlite
-from tests.helpers import convert, run_interpreter, run_numlite
+from helpers import convert, run_interpreter, run_numlite
 
 RNG = np.random.default_rng(7)
 CONV_W = RNG.normal(0, 0.4, (3, 3, 4, 6)).astype(np.float32)

@@ -23,7 +23,7 @@ from ai_edge_litert.interpreter import Interpreter as LiteRTInterpreter
 from ai_edge_litert.interpreter import OpResolverType
 
 from numlite.kernels.quantized_blocks import accumulation_dtype
-from tests.helpers import convert, run_interpreter, run_numlite
+from helpers import convert, run_interpreter, run_numlite
 
 F32_DEPTH = 1024  # 128 * 127 * 1024 <= 2**24: float32 accumulation is exact
 # 128 * 127 * 9216 > 2**24: float64 is needed. The running sums reach 4608 * 127 * 127, deep enough
