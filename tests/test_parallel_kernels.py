@@ -147,3 +147,30 @@ def test_kernels_share_one_scratchpad():
     pads = {id(k.pad) for k in kernels if getattr(k, "scratch_specs", None)}
     assert len(pads) == 1
     assert next(k.pad for k in kernels if getattr(k, "scratch_specs", None)).nbytes == max(needs)
+
+
+@pytest.mark.skipif(parallel._BLAS is None, reason="NumPy's OpenBLAS not found: its pool cannot be read")
+def test_an_unsplit_kernel_leaves_blas_its_threads(monkeypatch):
+    """A convolution too thin to cut into row blocks (ResNet50's 7x7 layers) runs on the
+    calling thread, and its matmul must keep the interpreter's BLAS pool (num_threads), not
+    be held to one thread as the blocks of a split kernel are."""
+    w, b = _weights((3, 3, 64, 64), 11), _weights((64,), 12)  # 1.8M multiply-adds on 49 rows
+    model = convert(lambda x: tf.nn.conv2d(x, w, 1, "SAME") + b, [tf.TensorSpec((1, 7, 7, 64), tf.float32)], key="thin conv")
+    seen = []
+    matmul = np.matmul
+
+    def watched(*args, **kwargs):
+        seen.append(parallel._BLAS[1]())
+        return matmul(*args, **kwargs)
+
+    interpreter = numlite.Interpreter(model_content=model, num_threads=2)
+    interpreter.allocate_tensors()
+    kernel = _kernel(interpreter)
+    assert kernel.threads == 1 and kernel.run is parallel.serial
+    inputs = random_inputs(model)
+    interpreter.set_tensor(interpreter.get_input_details()[0]["index"], inputs[0])
+    monkeypatch.setattr(np, "matmul", watched)
+    interpreter.invoke()
+    monkeypatch.undo()
+    assert seen and set(seen) == {2}
+    assert_close(interpreter.get_tensor(interpreter.get_output_details()[0]["index"]), run_litert(model, inputs)[0])

@@ -289,11 +289,6 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reset_after_fork)
 
 
-# OpenBLAS runs a product of fewer multiply-adds than this on the calling thread anyway (its
-# GEMM_MULTITHREAD_THRESHOLD): no need to hold it to one thread around such a kernel.
-BLAS_SINGLE_BELOW = 1 << 18
-
-
 def serial(tasks: Sequence[Task]) -> None:
     """Run the tasks one after the other on the calling thread, OpenBLAS left as it is."""
     for task in tasks:
@@ -301,9 +296,11 @@ def serial(tasks: Sequence[Task]) -> None:
 
 
 def runner(threads: int, work: float) -> Callable[[Sequence[Task]], None]:
-    """What a kernel calls with its tasks at each eval: :func:`serial` for small work on one
-    thread (no per-call cost beyond the loop), else :func:`run` on ``threads``."""
-    if threads <= 1 and work < BLAS_SINGLE_BELOW:
+    """What a kernel calls with its tasks at each eval: :func:`serial` on one thread (OpenBLAS
+    keeps the interpreter's ``num_threads``: a product too thin to cut into row blocks, such
+    as ResNet50's 7x7 layers, still runs on every core through BLAS), else :func:`run` on
+    ``threads``."""
+    if threads <= 1:
         return serial
     return partial(run, threads=threads)
 
