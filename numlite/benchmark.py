@@ -4,7 +4,9 @@ For each thread count asked for, one numlite interpreter (``num_threads=n``, whi
 BLAS pool) and, when ``ai_edge_litert`` is importable, one LiteRT interpreter (``num_threads=n``,
 default delegate) load the same file and get the same input. All are warmed up, then invoked in
 turn ``runs`` times, the order rotating every run so that none always runs on caches another
-warmed; each time is the wall-clock ``invoke()`` alone. Reported: median milliseconds, the ratio
+warmed; each timed ``invoke()`` follows untimed ones of the same interpreter, long enough for
+the other interpreters' worker threads to fall asleep (:data:`SETTLE_S`); each time is the
+wall-clock ``invoke()`` alone. Reported: median milliseconds, the ratio
 numlite/LiteRT per thread count, numlite's arena, the largest output difference, and numlite's
 per-invoke Python overhead (:func:`python_overhead`).
 
@@ -24,6 +26,18 @@ import numpy as np
 import numlite
 from numlite.interpreter.threads import supported as blas_threads_supported
 from numlite.model import read_model_file
+
+
+# Interpreters timed alternately in one process disturb each other through their worker
+# threads: OpenBLAS's spin for about 2**28 cycles (~0.1 s) after each product before sleeping,
+# XNNPACK's for a shorter while, and an interpreter timed while the other's threads still spin
+# loses a core to them (LiteRT's ResNet50 at 2 threads: 18 ms alone, 35 ms right after a
+# numlite invoke). So before each timed invoke :func:`measure` invokes the same interpreter
+# untimed for this long: the previous interpreter's threads fall asleep meanwhile, and the timed
+# invoke finds its own threads awake and the cores at speed, as in a loop of invokes of one
+# interpreter. (A pause instead measures a cold start: idle cores clock down, and both runtimes
+# then ran up to 2x slower.)
+SETTLE_S = 0.12
 
 
 def litert_available() -> bool:
@@ -53,6 +67,14 @@ def seeded_inputs(details: Sequence[dict[str, Any]], seed: int) -> list[np.ndarr
 def _feed(interpreter: Any, inputs: Sequence[np.ndarray]) -> None:
     for d, value in zip(interpreter.get_input_details(), inputs):
         interpreter.set_tensor(d["index"], value)
+
+
+def _keep_busy(interpreter: Any, seconds: float) -> None:
+    """Invoke ``interpreter`` untimed for at least ``seconds`` (once at least)."""
+    end = time.perf_counter() + seconds
+    interpreter.invoke()
+    while time.perf_counter() < end:
+        interpreter.invoke()
 
 
 def _timed_ms(fn: Callable[[], Any]) -> float:
@@ -87,6 +109,7 @@ def measure(
     inputs: Sequence[np.ndarray] | None = None,
     litert: bool | None = None,
     overhead: bool = True,
+    settle: float = SETTLE_S,
 ) -> dict[str, Any]:
     """Measure one model (see the module docstring). Errors of either interpreter are recorded
     in the result (``numlite_error``, ``litert_error``), not raised.
@@ -95,6 +118,8 @@ def measure(
       inputs: the input values, in input order (default: :func:`seeded_inputs` from ``seed``).
       litert: time LiteRT too (default: when it is importable).
       overhead: also measure :func:`python_overhead`.
+      settle: seconds of untimed invokes of an interpreter before each of its timed ones
+        (see :data:`SETTLE_S`); 0 for none.
     """
     model = read_model_file(model_path)
     row: dict[str, Any] = {
@@ -147,6 +172,8 @@ def measure(
         k = r % max(len(contenders), 1)
         order = contenders[k:] + contenders[:k]
         for who, n, interpreter in order if r % 2 == 0 else reversed(order):
+            if settle > 0 and len(contenders) > 1:
+                _keep_busy(interpreter, settle)
             times[(who, n)].append(_timed_ms(interpreter.invoke))
     for who in ("numlite", "litert"):
         row[f"{who}_ms"] = {str(n): statistics.median(t) for (w, n), t in times.items() if w == who and t}

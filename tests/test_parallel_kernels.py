@@ -3,7 +3,8 @@
 The kernels only split work that is large enough, in blocks that are not too thin, and only
 onto cores other processes leave idle, so these tests lower the thresholds and report every
 core idle: each model then runs as blocks on several threads, and must still give LiteRT's
-results."""
+results. Convolutions and fully connected layers split only with ``SPLIT_BLAS_KERNELS`` (by
+default BLAS threads their products), which these tests turn on."""
 
 import threading
 
@@ -23,6 +24,7 @@ def split_everything(monkeypatch):
     monkeypatch.setattr(parallel, "MIN_SPLIT_WORK", 1)
     monkeypatch.setattr(parallel, "MIN_BLOCK_ROWS", 8)
     monkeypatch.setattr(parallel, "idle_cores", lambda: 64.0)
+    monkeypatch.setattr(parallel, "SPLIT_BLAS_KERNELS", True)  # off by default: kept, and tested
 
 
 def _weights(shape, seed):

@@ -475,8 +475,9 @@ class Conv2D(ScratchUser, Kernel):
     An ungrouped convolution runs in blocks of output rows. Each block is one BLAS matmul (of
     the input's pixels directly for a 1x1 stride-1 convolution, else of an im2col block copied
     from a strided view of the zero-bordered input into per-thread scratch), then the bias and
-    the clamp while the block is still in cache. Blocks are shared among threads
-    (``parallel``), OpenBLAS running each one on a single thread. A grouped convolution is one
+    the clamp while the block is still in cache. BLAS threads each product (``num_threads``);
+    with ``parallel.SPLIT_BLAS_KERNELS`` the blocks are shared among numlite's threads instead,
+    OpenBLAS running each one on a single thread. A grouped convolution is one
     batched matmul over a group-major im2col matrix. The padded input and the im2col memory
     come from the interpreter's scratchpad.
     """
@@ -521,7 +522,7 @@ class Conv2D(ScratchUser, Kernel):
         """Plans the row blocks; the im2col scratch they need (one block per thread)."""
         work = self.rows * self.depth * out_c
         most_parts = max(1, self.rows // parallel.MIN_BLOCK_ROWS)
-        self.threads = min(parallel.threads_for(self.node, work), most_parts)
+        self.threads = min(parallel.threads_for(self.node, work, blas=True), most_parts)
         self.run = parallel.runner(self.threads, work)
         parts = block_parts(self.threads)
         if not self.pointwise:

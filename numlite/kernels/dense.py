@@ -1,8 +1,8 @@
 """Matrix products: FULLY_CONNECTED and BATCH_MATMUL (float32), both straight onto BLAS.
 
-Both run through ``parallel``: OpenBLAS on one thread per call (its own pool spins beside
-ours and, on a machine whose cores are busy, makes small products many times slower), a large
-FULLY_CONNECTED cut into blocks of rows (or of units, for a few rows) shared among threads.
+FULLY_CONNECTED runs its product in blocks of rows (or of units, for a few rows) through
+``parallel``; BLAS threads each product itself (``num_threads``), unless
+``parallel.SPLIT_BLAS_KERNELS`` shares the blocks among numlite's threads instead.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ class FullyConnected(Kernel):
         self.weights = None if wts.value is None else np.ascontiguousarray(wts.value.T)
         units = wts.shape[0]
         work = self.batch * depth * units
-        self.threads = parallel.threads_for(self.node, work)
+        self.threads = parallel.threads_for(self.node, work, blas=True)
         self.run = parallel.runner(self.threads, work)
         parts = 1 if self.threads == 1 else 3 * self.threads
         # Enough rows: blocks of rows (each reads all the weights, so not thin ones); a few

@@ -1,9 +1,10 @@
 """Splitting a heavy kernel's work over threads, and keeping BLAS out of their way.
 
 NumPy runs each call on one core (BLAS aside) but releases the GIL while it computes, so a
-kernel whose work divides into independent pieces (row blocks of a convolution's output, blocks
-of a large element-wise op's output: :class:`ElementwiseSplit`) can run them on several Python
-threads at once. :func:`run` hands a list of tasks to a small pool
+kernel whose work divides into independent pieces (row blocks of a depthwise convolution's
+output, blocks of a large element-wise op's output: :class:`ElementwiseSplit`) can run them on
+several Python threads at once. Kernels built on BLAS products leave the threading to BLAS
+(:data:`SPLIT_BLAS_KERNELS`). :func:`run` hands a list of tasks to a small pool
 of worker threads and the calling thread alike; every thread takes the next task from one
 shared iterator until none is left (work stealing). On a machine whose cores are busy with
 other processes a worker may wake late or not at all; the caller then simply takes more of the
@@ -68,10 +69,19 @@ def requested_threads(node: Any) -> int:
     return max(1, int(n))
 
 
-def threads_for(node: Any, work: float) -> int:
-    """Threads worth using for ``work`` multiply-adds on this node."""
+# Whether kernels whose work is BLAS matmuls (float CONV_2D, FULLY_CONNECTED) cut them into
+# row blocks on numlite's threads, with BLAS held to one thread each. Off: BLAS threading its
+# own products measures faster (2 cores, OpenBLAS 0.3.31, num_threads=2: ResNet50 38 -> 30 ms,
+# EfficientNetB0 15.3 -> 14.6 ms; its 56x56 3x3 layers 1.28 ms split, 0.82 ms BLAS-threaded),
+# and the thin layers that cannot be cut (7x7 outputs) were on BLAS's threads already.
+SPLIT_BLAS_KERNELS = False
+
+
+def threads_for(node: Any, work: float, blas: bool = False) -> int:
+    """Threads worth using for ``work`` multiply-adds on this node (1 for a kernel whose work
+    is BLAS products, ``blas``, unless :data:`SPLIT_BLAS_KERNELS`)."""
     n = requested_threads(node)
-    if n <= 1 or work < MIN_SPLIT_WORK:
+    if n <= 1 or work < MIN_SPLIT_WORK or (blas and not SPLIT_BLAS_KERNELS):
         return 1
     return int(min(n, max(1, work // max(1, MIN_SPLIT_WORK // 2))))
 
