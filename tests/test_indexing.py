@@ -621,3 +621,10 @@ def test_one_hot_rejects_negative_depth():
         run_litert(data, [np.zeros((5,), np.int32)])
     with pytest.raises(numlite.PrepareError, match="depth must not be negative"):
         numlite.Interpreter(model_content=data).allocate_tensors()
+
+
+@pytest.mark.parametrize("bad", [4, -1], ids=str)
+def test_gather_of_one_out_of_range_position_is_an_error(bad):
+    """A scalar position (a loop's time step) takes a direct-index path: still checked."""
+    model = convert(lambda x, i: tf.gather(x, i), [tf.TensorSpec((4, 3), tf.float32), tf.TensorSpec((), tf.int32)], key="gather-oob-scalar")
+    assert_both_fail(model, [values((4, 3), tf.float32), np.array(bad, np.int32)])

@@ -6,6 +6,8 @@ name the failing node, hooks (cancellation, profiling) still seeing every node."
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -201,3 +203,64 @@ def run_litert_resized(model, values):
     _feed(interpreter, values)
     interpreter.invoke()
     return interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
+
+
+def _cell_loop(xs, w, u, b):
+    """A hand-written LSTM cell over the time steps of ``xs`` (the official converter's shape
+    of loop: GATHER by the step, two FULLY_CONNECTED, a bias broadcast, SPLIT, LOGISTIC, TANH,
+    RESHAPE, though the official converter drops the reshapes); the recurrent weights ``u`` are
+    a loop variable, so not a constant in the body (a BATCH_MATMUL)."""
+
+    def body(t, h, c, u):
+        z = tf.matmul(tf.reshape(tf.gather(xs, t), (1, -1)), w) + tf.matmul(h, u) + b
+        i, f, g, o = tf.split(z, 4, axis=1)
+        c = tf.sigmoid(f) * c + tf.sigmoid(i) * tf.tanh(g)
+        h = tf.reshape(tf.sigmoid(o) * tf.tanh(c), (1, -1))
+        return t + 1, h, c, u * 1.0
+
+    steps = tf.shape(xs)[0]
+    zeros = tf.zeros((1, 8))
+    return tf.while_loop(lambda t, h, c, u: t < steps, body, [tf.constant(0), zeros, zeros, u])[1]
+
+
+def test_small_op_fast_paths_in_a_loop_body_match_litert():
+    """FULLY_CONNECTED, SPLIT, LOGISTIC and broadcasting ADD run in a compiled loop body as one
+    call each (``direct``), on views made when the program is built; GATHER of one
+    position indexes directly. Repeated invokes (loop path first, then compiled) and new inputs
+    must keep matching LiteRT, and large negative gates (exp overflowing to inf inside
+    LOGISTIC) must give 0 without a warning."""
+    rng = np.random.default_rng(7)
+    w = rng.uniform(-0.5, 0.5, (6, 32)).astype(np.float32)
+    b = rng.uniform(-0.5, 0.5, (32,)).astype(np.float32)
+    model = convert(
+        lambda xs, u: _cell_loop(xs, w, u, b), [S((5, 6), tf.float32), S((8, 32), tf.float32)], key="programs-cell-loop"
+    )
+    interpreter = numlite.Interpreter(model_content=model)
+    interpreter.allocate_tensors()
+    body = next(interpreter.subgraph(s) for s in range(1, len(interpreter.model.subgraphs))
+                if "SPLIT" in [st.op_name for st in interpreter.subgraph(s).plan])  # fmt: skip
+    fast = {st.op_name for st in body.steps if direct_call(st.kernel, st.ins, st.outs) is not None}
+    assert {"FULLY_CONNECTED", "SPLIT", "LOGISTIC", "ADD"} <= fast
+    for seed, scale in [(1, 1.0), (1, 1.0), (2, 1.0), (3, 400.0)]:  # the last: exp overflows
+        data = np.random.default_rng(seed)
+        values = [data.uniform(-scale, scale, (5, 6)).astype(np.float32), data.uniform(-0.5, 0.5, (8, 32)).astype(np.float32)]
+        _feed(interpreter, values)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            interpreter.invoke()
+        actual = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
+        assert_close(actual, run_litert(model, values)[0], what=f"seed {seed}")
+
+
+def test_reshape_is_one_copy_from_a_view_made_once():
+    model = convert(lambda x: tf.reshape(x * 2.0, (3, -1)) + 1.0, [S((2, 6), tf.float32)], key="programs-reshape")
+    interpreter = numlite.Interpreter(model_content=model)
+    interpreter.allocate_tensors()
+    (step,) = [st for st in interpreter.subgraph(0).steps if st.op_name == "RESHAPE"]
+    fn, args = direct_call(step.kernel, step.ins, step.outs)
+    assert fn is np.copyto and np.shares_memory(args[1], step.ins[0])
+    for seed in (1, 2, 3):  # the second invoke on runs the compiled plan
+        x = np.random.default_rng(seed).uniform(-1, 1, (2, 6)).astype(np.float32)
+        _feed(interpreter, [x])
+        interpreter.invoke()
+        assert_close(interpreter.get_tensor(interpreter.get_output_details()[0]["index"]), run_litert(model, [x])[0])

@@ -196,7 +196,8 @@ class SubgraphRuntime:
         """Compute a node whose inputs are all known now, once, and keep its outputs."""
         ins = [self._known_or_placeholder(i) for i in step.inputs]
         outs = [np.empty(self.shapes[o], self.dtypes[o]) for o in step.outputs]
-        self._eval(step, ins, outs)
+        with np.errstate(all="ignore"):  # as inside invoke (Interpreter._invoke)
+            self._eval(step, ins, outs)
         for o, value in zip(step.outputs, outs):
             self.arrays[o] = value
             self.known[o] = True

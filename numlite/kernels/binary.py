@@ -62,7 +62,15 @@ class Binary(Kernel):
         ufunc = getattr(type(self).compute, "ufunc", None)
         if ufunc is None or self.activation is not None or self.split is not None:
             return None
-        return ufunc, (ins[0], ins[1], outs[0])
+        return ufunc, (_same_shape(ins[0], outs[0]), _same_shape(ins[1], outs[0]), outs[0])
+
+
+def _same_shape(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``x`` viewed in ``out``'s shape when it has as many elements (a bias ``[128]`` against
+    ``[1, 128]``): a ufunc on operands of one shape skips broadcasting (0.26 us, not 0.7)."""
+    if x.shape != out.shape and x.size == out.size and x.flags.c_contiguous:
+        return x.reshape(out.shape)
+    return x
 
 
 def _ufunc(ufunc: np.ufunc) -> Callable:

@@ -78,7 +78,6 @@ class FullyConnected(Kernel):
             else:
                 args = (lhs, weights[:, a:b], None if bias is None else bias[a:b], out2d[:, a:b])
             self.tasks.append(partial(self._block, *args))
-        self.bound = (x, weights, bias, out)
 
     def _block(self, lhs: np.ndarray, weights: np.ndarray, bias: np.ndarray | None, out: np.ndarray, slot: int) -> None:
         np.matmul(lhs, weights, out=out)
@@ -86,6 +85,19 @@ class FullyConnected(Kernel):
             np.add(out, bias, out=out)
         if self.activation is not None:
             self.activation(out)
+
+    def direct(self, ins, outs):
+        """One block on this thread (a loop body's small layer): its one call, on views made
+        once (see ``numlite.interpreter.runtime.direct_call``)."""
+        if self.hybrid is not None or self.threads > 1 or len(self.blocks) != 1 or outs[0] is None:
+            return None
+        x, wts, bias = input_weights_bias(ins)
+        if outs[0].size == 0 or self.depth == 0:
+            return None
+        self._bind(x, self.weights if self.weights is not None else wts.T, bias, outs[0])
+        self.bound = None  # the tasks now hold the program's arrays, maybe not eval's
+        task = self.tasks[0]
+        return task.func, (*task.args, 0)
 
     def eval(self, ins, outs):
         if self.hybrid is not None:
@@ -97,10 +109,12 @@ class FullyConnected(Kernel):
         if self.depth == 0:  # LiteRT writes zeros, without the bias
             out.fill(0)
             return
-        weights = self.weights if self.weights is not None else wts.T
         bound = self.bound
-        if bound is None or bound[0] is not x or bound[1] is not weights or bound[2] is not bias or bound[3] is not out:
-            self._bind(x, weights, bias, out)
+        if bound is None or bound[0] is not x or bound[1] is not wts or bound[2] is not bias or bound[3] is not out:
+            # Weights computed at run time (a loop's input) are read through a transposed view,
+            # made here: it sees their new values at every eval as long as the array is the same.
+            self._bind(x, self.weights if self.weights is not None else wts.T, bias, out)
+            self.bound = (x, wts, bias, out)
         self.run(self.tasks)
 
 

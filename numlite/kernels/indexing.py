@@ -276,6 +276,9 @@ class Gather(Kernel):
         if x.shape[:batch_dims] != pos.shape[:batch_dims]:
             raise self.fail(f"batch dimensions differ: {x.shape[:batch_dims]} and {pos.shape[:batch_dims]}")
         self.axis, self.batch_dims = axis, batch_dims
+        # One position (a loop's time step): a plain index, no gather machinery.
+        self.single = pos.shape == () and not batch_dims
+        self.lead = (slice(None),) * axis
         shape = x.shape[:axis] + pos.shape[batch_dims:] + x.shape[axis + 1 :]
         if batch_dims:
             batch = int(np.prod(x.shape[:batch_dims], dtype=np.int64))
@@ -288,6 +291,12 @@ class Gather(Kernel):
 
     def eval(self, ins, outs):
         x, pos = ins
+        if self.single:
+            i = pos.item()
+            if not 0 <= i < x.shape[self.axis]:
+                raise InvokeError(f"gather index {i} is out of range [0, {x.shape[self.axis]})")
+            np.copyto(outs[0], x[self.lead + (i,)])
+            return
         _check_positions(pos, x.shape[self.axis], "gather")
         if not self.batch_dims:
             np.take(x, pos, axis=self.axis, out=outs[0])

@@ -10,6 +10,8 @@ runtime prepares again at every invoke with the values.
 
 from __future__ import annotations
 
+from operator import is_
+
 import numpy as np
 
 from numlite.errors import InvokeError
@@ -216,13 +218,25 @@ class Unpack(Kernel):
             np.copyto(out, x[k])
 
 
-def _split_outputs(x: np.ndarray, axis: int, outs: list[np.ndarray]) -> None:
+def _split_copies(x: np.ndarray, axis: int, outs: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``(output, the view of x it receives)`` for consecutive parts of ``x`` along ``axis``."""
+    copies = []
     start = 0
     index = [slice(None)] * x.ndim
     for out in outs:
         index[axis] = slice(start, start + out.shape[axis])
         start += out.shape[axis]
-        np.copyto(out, x[tuple(index)])
+        copies.append((out, x[tuple(index)]))
+    return copies
+
+
+def _copy_parts(copies: list[tuple[np.ndarray, np.ndarray]]) -> None:
+    for out, part in copies:
+        np.copyto(out, part)
+
+
+def _split_outputs(x: np.ndarray, axis: int, outs: list[np.ndarray]) -> None:
+    _copy_parts(_split_copies(x, axis, outs))
 
 
 @register("SPLIT")
@@ -250,10 +264,22 @@ class Split(Kernel):
             raise self.fail(f"dimension {axis} of {x.shape} does not split evenly into {n}")
         self.axis = axis
         shape = x.shape[:axis] + (x.shape[axis] // n,) + x.shape[axis + 1 :]
+        self.bound: tuple = ()  # (input, outputs, copies) of the last eval
         return [Spec(shape, x.dtype)] * n
 
     def eval(self, ins, outs):
-        _split_outputs(ins[1], self.axis, outs)
+        x = ins[1]
+        bound = self.bound
+        if not bound or bound[0] is not x or not all(map(is_, bound[1], outs)):
+            # The parts' views of this input, made once for the arrays the node is bound to.
+            bound = self.bound = (x, list(outs), _split_copies(x, self.axis, outs))
+        _copy_parts(bound[2])
+
+    def direct(self, ins, outs):
+        """The copies into every output, from views of the input made once."""
+        if ins[1] is None or any(out is None for out in outs):
+            return None
+        return _copy_parts, (_split_copies(ins[1], self.axis, outs),)
 
 
 @register("SPLIT_V")

@@ -234,6 +234,7 @@ class _Worker:
         self.thread.start()
 
     def loop(self) -> None:
+        np.seterr(all="ignore")  # this thread's errstate, as the invoking thread's (Interpreter._invoke)
         while True:
             self.wake.acquire()
             job = self.pool.job
