@@ -488,6 +488,9 @@ def _blas() -> str:
         for i in threadpool_info()
         if i.get("user_api") == "blas"
     ]
+    pinned = os.environ.get("OPENBLAS_CORETYPE")
+    if pinned:  # see benchmarks/README.md, "BLAS kernels"
+        found.append(f"kernels pinned by OPENBLAS_CORETYPE={pinned}")
     return "; ".join(found) or "none found"
 
 
