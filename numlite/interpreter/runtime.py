@@ -422,35 +422,99 @@ class SubgraphRuntime:
             self.shapes[o] = tuple(value.shape)
 
 
+class Generated:
+    """The source of one generated Python function built from node calls, and the function.
+
+    Every value the code uses (kernels' bound ``eval`` methods or direct ufuncs, their
+    argument arrays, the runtimes and steps the hooks are told about) is a closure variable
+    ``cN`` of the generated ``run``; ``c0`` is the interpreter. :meth:`node` appends one node:
+    the check of ``interpreter.watching`` (so that ``cancel()`` from another thread stops the
+    invoke before the next node) and the call. ``run`` raising names its node through
+    :meth:`failed`, from the traceback's line: nothing is counted at run time.
+    """
+
+    _HEADER = 3  # "def make(v):", the unpacking, "def run():": the body starts on line 4
+
+    def __init__(self, interpreter: Any) -> None:
+        self.values: list[Any] = [interpreter]
+        self.names: dict[int, str] = {id(interpreter): "c0"}
+        self.lines: list[str] = []
+        self.nodes: dict[int, tuple[SubgraphRuntime, Step]] = {}  # line -> the node it calls
+        self.code: Any = None
+
+    def name(self, value: Any) -> str:
+        """The closure variable holding ``value`` (one per object)."""
+        key = id(value)
+        if key not in self.names:
+            self.values.append(value)
+            self.names[key] = f"c{len(self.values) - 1}"
+        return self.names[key]
+
+    def line(self, text: str, indent: int = 2) -> None:
+        self.lines.append("    " * indent + text)
+
+    def node(self, runtime: "SubgraphRuntime", step: Step, fn: Callable[..., Any], args: Sequence[Any], indent: int = 2) -> None:
+        self.line(f"if c0.watching: c0.before_op({self.name(runtime)}, {self.name(step)})", indent)
+        self.line(f"{self.name(fn)}({', '.join(self.name(a) for a in args)})", indent)
+        self.nodes[self._HEADER + len(self.lines)] = (runtime, step)
+
+    def compile(self, filename: str) -> Callable[[], Any]:
+        source = "\n".join([
+            "def make(v):",
+            f"    {', '.join(f'c{i}' for i in range(len(self.values)))}, = v",
+            "    def run():",
+            *self.lines,
+            "        return",
+            "    return run",
+        ])  # fmt: skip
+        namespace: dict[str, Any] = {}
+        exec(compile(source, filename, "exec"), namespace)
+        run = namespace["make"](self.values)
+        self.code = run.__code__
+        return run
+
+    def ran(self, e: BaseException) -> bool:
+        """Whether ``e`` was raised inside the generated function."""
+        return self._frame(e) is not None
+
+    def failed(self, e: Exception) -> "InvokeError | Exception":
+        """The ``InvokeError`` naming the node that raised ``e`` (``e`` itself if none did)."""
+        tb = self._frame(e)
+        found = self.nodes.get(tb.tb_lineno) if tb is not None else None
+        if found is None:
+            return e
+        runtime, step = found
+        return runtime._invoke_error(step, e)
+
+    def _frame(self, e: BaseException) -> Any:
+        tb = e.__traceback__
+        while tb is not None:
+            if tb.tb_frame.f_code is self.code:
+                return tb
+            tb = tb.tb_next
+        return None
+
+
 class Program:
     """A subgraph's plan as one generated Python function, for one binding of its tensors.
 
     ``run()`` calls each node in order, as straight-line code: ``c3(c4, c5, c6)`` where ``c3``
     and its arguments are closure variables bound when the program is built (a kernel's bound
-    ``eval`` with its input and output lists, or the single NumPy call of :func:`direct_call`).
-    Before each node it reads ``interpreter.watching``, so that ``cancel()`` from another thread
-    still stops the invoke before the next node. ``call()`` is ``run()`` with errors turned
-    into the ``InvokeError`` that names the failing node (found from the traceback's line in the
-    generated code: nothing is counted at run time). ``outputs`` holds the array of each graph
-    output under this binding.
+    ``eval`` with its input and output lists, or the single call of :func:`direct_call`); see
+    :class:`Generated`. ``call()`` is ``run()`` with errors turned into the ``InvokeError``
+    that names the failing node. ``outputs`` holds the array of each graph output under this
+    binding; ``calls`` the ``(step, function, arguments)`` of each node, for code that
+    generates a larger function around them (:class:`LoopProgram`).
     """
 
-    __slots__ = ("runtime", "run", "outputs", "generation", "_code", "_steps")
-
-    _FIRST_STEP_LINE = 5  # the generated source: make, unpack, run, then two lines per node
+    __slots__ = ("runtime", "run", "outputs", "generation", "calls", "_generated")
 
     def __init__(self, runtime: SubgraphRuntime, bound: dict[int, np.ndarray]) -> None:
         self.runtime = runtime
         self.generation = runtime.generation
-        self._steps = list(runtime.steps)
-        values: list[Any] = [runtime.interpreter, runtime]
-
-        def name(value: Any) -> str:
-            values.append(value)
-            return f"c{len(values) - 1}"
-
-        body = []
-        for step in self._steps:
+        self.calls: list[tuple[Step, Callable[..., Any], tuple]] = []
+        generated = Generated(runtime.interpreter)
+        for step in runtime.steps:
             if bound:
                 ins = [bound.get(t, a) if t >= 0 else a for t, a in zip(step.inputs, step.ins)]
                 outs = [bound.get(t, a) if t >= 0 else a for t, a in zip(step.outputs, step.outs)]
@@ -458,20 +522,10 @@ class Program:
                 ins, outs = list(step.ins), list(step.outs)
             direct = direct_call(step.kernel, ins, outs)
             fn, args = direct if direct is not None else (step.kernel.eval, (ins, outs))
-            body.append(f"        if c0.watching: c0.before_op(c1, {name(step)})")
-            body.append(f"        {name(fn)}({', '.join(name(a) for a in args)})")
-        source = "\n".join([
-            "def make(v):",
-            f"    {', '.join(f'c{i}' for i in range(len(values)))}, = v",
-            "    def run():",
-            *body,
-            "        return",
-            "    return run",
-        ])  # fmt: skip
-        namespace: dict[str, Any] = {}
-        exec(compile(source, f"<numlite subgraph {runtime.index}>", "exec"), namespace)
-        self.run: Callable[[], None] = namespace["make"](values)
-        self._code = self.run.__code__
+            self.calls.append((step, fn, tuple(args)))
+            generated.node(runtime, step, fn, args)
+        self.run: Callable[[], None] = generated.compile(f"<numlite subgraph {runtime.index}>")
+        self._generated = generated
         arrays = runtime.arrays
         self.outputs = [bound.get(o, arrays[o]) for o in runtime.graph.outputs]
 
@@ -484,28 +538,57 @@ class Program:
         except Exception as e:
             raise self.error(e) from e
 
-    def error(self, e: Exception) -> InvokeError:
+    def error(self, e: Exception) -> Exception:
         """The ``InvokeError`` for an exception ``run()`` raised: it names the failing node."""
-        return self.runtime._invoke_error(self._failed_step(e), e)
+        failed = self._generated.failed(e)
+        return failed if failed is not e else self.runtime._invoke_error(None, e)
 
     def ran(self, e: Exception) -> bool:
         """Whether ``e`` was raised inside this program's ``run()``."""
-        return self._frame(e) is not None
+        return self._generated.ran(e)
 
-    def _frame(self, e: Exception) -> Any:
-        tb = e.__traceback__
-        while tb is not None:
-            if tb.tb_frame.f_code is self._code:
-                return tb
-            tb = tb.tb_next
-        return None
 
-    def _failed_step(self, e: Exception) -> Step | None:
-        tb = self._frame(e)
-        if tb is None:
-            return None
-        k = (tb.tb_lineno - self._FIRST_STEP_LINE) // 2
-        return self._steps[k] if 0 <= k < len(self._steps) else None
+class LoopProgram:
+    """A whole WHILE loop as one generated function, from the programs of its two phases.
+
+    A WHILE's state alternates between two buffer sets (see ``control_flow.While``): phase 0
+    reads the state from its outputs, phase 1 from its scratch set. Each phase is the cond's
+    program, a test of its boolean, the body's program and the copies of the loop variables the
+    body does not compute in place. ``run()`` inlines both phases' node calls in one ``while``
+    loop, so that an iteration costs its nodes' calls and no more (no calls of the programs, no
+    unpacking, no swapping of lists), and returns ``(phase, iterations)``: the phase whose
+    cond ended the loop (its state is the result) and how many bodies ran. Nodes keep their
+    cancellation check, and errors name the node that raised them (:meth:`error`).
+    """
+
+    __slots__ = ("run", "copied_bytes", "_generated")
+
+    def __init__(self, interpreter: Any, phases: Sequence[tuple[Program, np.ndarray, Program, list]]) -> None:
+        generated = Generated(interpreter)
+        copy = generated.name(np.copyto)
+        generated.line("n = 0")
+        generated.line("while True:")
+        self.copied_bytes = []
+        for phase, (cond, truth, body, copies) in enumerate(phases):
+            for step, fn, args in cond.calls:
+                generated.node(cond.runtime, step, fn, args, indent=3)
+            generated.line(f"if not {generated.name(truth)}.item(): return {phase}, n", indent=3)
+            for step, fn, args in body.calls:
+                generated.node(body.runtime, step, fn, args, indent=3)
+            for dst, src in copies:
+                generated.line(f"{copy}({generated.name(dst)}, {generated.name(src)})", indent=3)
+            generated.line("n += 1", indent=3)
+            self.copied_bytes.append(sum(dst.nbytes for dst, _ in copies))
+        self.run: Callable[[], tuple[int, int]] = generated.compile("<numlite while loop>")
+        self._generated = generated
+
+    def bytes_copied(self, iterations: int) -> int:
+        """Bytes the copies of ``iterations`` bodies moved (phases alternate from phase 0)."""
+        return (iterations + 1) // 2 * self.copied_bytes[0] + iterations // 2 * self.copied_bytes[-1]
+
+    def error(self, e: Exception) -> Exception:
+        """The ``InvokeError`` naming the node that raised ``e`` in ``run()``."""
+        return self._generated.failed(e)
 
 
 def direct_call(kernel: Kernel, ins: list, outs: list) -> tuple[Callable[..., Any], Sequence[Any]] | None:

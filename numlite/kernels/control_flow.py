@@ -25,6 +25,7 @@ which calls the hooks around every node.
 
 from __future__ import annotations
 
+from operator import is_
 from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
@@ -33,7 +34,11 @@ from numlite.errors import CancelledError, NumliteError, PrepareError
 from numlite.kernels.base import Kernel, Spec, TensorInfo, register
 
 if TYPE_CHECKING:
-    from numlite.interpreter.runtime import Program, SubgraphRuntime
+    from numlite.interpreter.runtime import LoopProgram, Program, SubgraphRuntime
+
+# Bindings an op remembers for a look-up by identity before its keyed cache: a loop body's ops
+# see two (the WHILE's state in its outputs, then in its scratch set), nested loops a few more.
+RECENT = 4
 
 
 class SubgraphCall(Kernel):
@@ -99,6 +104,16 @@ class SubgraphCall(Kernel):
             np.copyto(dst, src)
             self.counters["bytes_copied"] += dst.nbytes
 
+    def copy_all(self, dsts: Sequence[np.ndarray], srcs: Sequence[np.ndarray]) -> None:
+        """``copy`` for each pair, counted once."""
+        nbytes = 0
+        for dst, src in zip(dsts, srcs):
+            if dst is not src:
+                np.copyto(dst, src)
+                nbytes += dst.nbytes
+        if nbytes:
+            self.counters["bytes_copied"] += nbytes
+
     def cached_program(self, sg: "SubgraphRuntime", bound: dict[int, np.ndarray]) -> "Program | None":
         """``sg``'s program for this binding, built once and kept while ``sg`` keeps its memory
         (keyed by the arrays' identities; the program holds them, so the ids stay theirs)."""
@@ -120,14 +135,6 @@ def _run(program: "Program") -> None:
         raise
     except Exception as e:
         raise program.error(e) from e
-
-
-def _program_error(e: Exception, programs: Sequence["Program"]) -> Exception:
-    """The error naming the node that raised ``e`` in whichever of ``programs`` ran it."""
-    for program in programs:
-        if program.ran(e):
-            return program.error(e)
-    return e
 
 
 def _truth(cond: np.ndarray) -> bool:
@@ -164,6 +171,8 @@ class If(SubgraphCall):
         self.computed = [
             {o for o in b.graph.outputs if o not in b.graph.inputs and not b.known[o]} for b in self.branches
         ]
+        self.ready: list[int | None] = [None, None]  # each branch's generation once prepared for us
+        self.recent_calls: list[list[tuple]] = [[], []]  # per branch: (generation, args, outs, program)
         return specs
 
     def eval(self, ins, outs):
@@ -172,18 +181,15 @@ class If(SubgraphCall):
         if not self.static:
             outs[:] = self.run_on_copies(branch, args)
             return
-        self.ensure_prepared(branch, self.arg_shapes)  # the branch may be shared with another op
+        if self.ready[taken] != branch.generation or not branch.allocated:
+            self.ensure_prepared(branch, self.arg_shapes)  # the branch may be shared with another op
+            self.ready[taken] = branch.generation
         g = branch.graph
         if not self.node.runtime.interpreter.watching:
-            bound = dict(zip(g.inputs, args))
-            for o, out in zip(g.outputs, outs):
-                if o in self.computed[taken]:
-                    bound.setdefault(o, out)
-            program = self.cached_program(branch, bound)
+            program = self._program(taken, branch, args, outs)
             if program is not None:
                 _run(program)
-                for out, value in zip(outs, program.outputs):
-                    self.copy(out, value)  # only pass-through and constant outputs copy
+                self.copy_all(outs, program.outputs)  # only pass-through and constant outputs copy
                 return
         for i, a in zip(g.inputs, args):
             branch.rebind(i, a)
@@ -193,6 +199,22 @@ class If(SubgraphCall):
         branch.invoke()
         for o, out in zip(g.outputs, outs):
             self.copy(out, branch.arrays[o])  # only pass-through and constant outputs copy
+
+    def _program(self, taken: int, branch: "SubgraphRuntime", args: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> "Program | None":
+        """The branch's program with our arguments and outputs bound (the last one again when
+        the arrays and the branch's memory are those of the last call)."""
+        recent = self.recent_calls[taken]
+        for generation, known_args, known_outs, program in recent:
+            if generation == branch.generation and all(map(is_, known_args, args)) and all(map(is_, known_outs, outs)):
+                return program
+        g = branch.graph
+        bound = dict(zip(g.inputs, args))
+        for o, out in zip(g.outputs, outs):
+            if o in self.computed[taken]:
+                bound.setdefault(o, out)
+        program = self.cached_program(branch, bound)
+        recent[:] = [(branch.generation, list(args), list(outs), program), *recent[: RECENT - 1]]
+        return program
 
 
 @register("WHILE")
@@ -236,58 +258,62 @@ class While(SubgraphCall):
             seen.add(o)
         self.scratch = [np.empty(info.shape, info.dtype) for info in ins]
         self.__dict__.pop("_loop_cache", None)  # programs bound to the previous scratch set
+        self.recent_loops: list[tuple] = []  # (generations, state arrays, loop program), latest first
+        self.ready: tuple | None = None  # the callees' generations once prepared for our shapes
 
     def eval(self, ins, outs):
         if not self.static:
             outs[:] = self._run_dynamic(ins)
             return
-        for sg in (self.cond, self.body):
-            self.ensure_prepared(sg, self.shapes)
-        for out, x in zip(outs, ins):
-            self.copy(out, x)
+        cond, body = self.cond, self.body
+        if self.ready != (cond.generation, body.generation) or not (cond.allocated and body.allocated):
+            for sg in (cond, body):  # callees may be shared with another op of other shapes
+                self.ensure_prepared(sg, self.shapes)
+            self.ready = (cond.generation, body.generation)
+        self.copy_all(outs, ins)
         state, spare = list(outs), list(self.scratch)
         for k in self.invariant:
             spare[k] = state[k]  # never written: both sets share the one buffer
-        loop = self._loop_programs(state, spare)
-        interpreter = self.node.runtime.interpreter
-        phase, copied = 0, 0
-        while True:
-            if loop is not None and not interpreter.watching:
-                cond, truth, body, copies, _ = loop[phase]
-                try:
-                    cond()
-                    if not truth.item():
-                        break
-                    body()
-                except (PrepareError, CancelledError):
-                    raise
-                except Exception as e:
-                    raise _program_error(e, loop[phase][4]) from e
-                for dst, src in copies:
-                    np.copyto(dst, src)
-                    copied += dst.nbytes
-            elif not self._iterate(state, spare):
-                break
-            state, spare = spare, state
-            phase ^= 1
-        self.counters["bytes_copied"] += copied
-        for out, final in zip(outs, state):
-            self.copy(out, final)  # the loop ended on the scratch set: one copy out
+        loop = self._loop_program(state, spare)
+        if loop is not None and not self.node.runtime.interpreter.watching:
+            try:
+                phase, iterations = loop.run()
+            except (PrepareError, CancelledError):
+                raise
+            except Exception as e:
+                raise loop.error(e) from e
+            self.counters["bytes_copied"] += loop.bytes_copied(iterations)
+            if phase == 1:
+                state = spare
+        else:  # watched (hooks around every node) or a callee with dynamic nodes
+            while self._iterate(state, spare):
+                state, spare = spare, state
+        self.copy_all(outs, state)  # the loop ended on the scratch set: one copy out
 
-    def _loop_programs(self, state: list[np.ndarray], spare: list[np.ndarray]) -> list[tuple] | None:
-        """For each phase (state in the outputs, then in the scratch set): the cond's program,
-        the array of its boolean, the body's program and the copies an iteration makes after
-        it. None when a callee has no program (dynamic nodes). Cached by the buffers' identity."""
-        key = (self.cond.generation, self.body.generation, *map(id, state), *map(id, spare))
+    def _loop_program(self, state: list[np.ndarray], spare: list[np.ndarray]) -> "LoopProgram | None":
+        """The whole loop as one function (``runtime.LoopProgram``) over its two phases (state
+        in the outputs, then in the scratch set), or None when a callee has no program (dynamic
+        nodes). Cached by the buffers' identity."""
+        generations = (self.cond.generation, self.body.generation)
+        for known_generations, known_state, loop in self.recent_loops:
+            if known_generations == generations and all(map(is_, known_state, state)):
+                return loop  # arrays seen lately (spare follows from state)
+        key = (*generations, *map(id, state), *map(id, spare))
         cache = self.__dict__.setdefault("_loop_cache", {})
         if key not in cache:
+            from numlite.interpreter.runtime import LoopProgram  # (runtime imports the kernels)
+
             if len(cache) >= 8:
                 cache.clear()
             phases = [self._phase(state, spare), self._phase(spare, state)]
-            cache[key] = (None if None in phases else phases, state + spare)  # keeps the ids valid
+            loop = None if None in phases else LoopProgram(self.node.runtime.interpreter, phases)
+            cache[key] = (loop, state + spare)  # keeps the ids valid
+        self.recent_loops = [(generations, list(state), cache[key][0]), *self.recent_loops[: RECENT - 1]]
         return cache[key][0]
 
     def _phase(self, state: list[np.ndarray], spare: list[np.ndarray]) -> tuple | None:
+        """The cond's program, the array of its boolean, the body's program and the copies an
+        iteration makes after it, for the state in ``state`` (None: a callee has no program)."""
         cond, body = self.cond, self.body
         bound = dict(zip(cond.graph.inputs, state))
         out = cond.graph.outputs[0]
@@ -303,7 +329,7 @@ class While(SubgraphCall):
             return None
         copies = [(spare[k], body_program.outputs[k]) for k in self.copied]
         copies = [(d, s) for d, s in copies if d is not s]
-        return cond_program.run, cond_program.outputs[0], body_program.run, copies, (cond_program, body_program)
+        return cond_program, cond_program.outputs[0], body_program, copies
 
     def _iterate(self, state: list[np.ndarray], spare: list[np.ndarray]) -> bool:
         """One iteration by rebinding the callees' tensors and invoking them (the path that
