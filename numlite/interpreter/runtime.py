@@ -244,7 +244,9 @@ class SubgraphRuntime:
     def _in_place_shares(self, lifetimes: list[Lifetime], last: dict[int, int]) -> dict[int, int]:
         """Arena outputs that may take over an input's memory: the kernel allows it
         (:func:`in_place_inputs`), the input is an arena tensor of the output's shape and dtype
-        that no later node reads, and no other output took it already."""
+        (or only of its size, for kernels whose output is the input's bytes in another shape,
+        ``same_bytes``: RESHAPE then copies nothing) that no later node reads, and no other
+        output took it already."""
         arena = {t.tensor for t in lifetimes}
         shares: dict[int, int] = {}
         taken: set[int] = set()
@@ -252,11 +254,12 @@ class SubgraphRuntime:
             if step.folded or step.dynamic or not step.outputs or step.outputs[0] not in arena:
                 continue
             o = step.outputs[0]
+            regrouped = getattr(step.kernel, "same_bytes", False)  # RESHAPE & co: any shape
             for pos in in_place_inputs(step.kernel):
                 i = step.inputs[pos] if pos < len(step.inputs) else -1
                 if (
-                    i in arena and i not in taken and last.get(i) == s
-                    and self.shapes[i] == self.shapes[o] and self.dtypes[i] == self.dtypes[o]
+                    i in arena and i not in taken and last.get(i) == s and self.dtypes[i] == self.dtypes[o]
+                    and (self.shapes[i] == self.shapes[o] or (regrouped and _size(self.shapes[i]) == _size(self.shapes[o])))
                 ):  # fmt: skip
                     shares[o] = i
                     taken.add(i)
@@ -642,6 +645,10 @@ def _check_output_shape(where: str, tensor: int, shape: tuple[int, ...], dtype: 
     elements = int(np.prod(shape, dtype=np.float64))
     if elements > verifier.MAX_TENSOR_ELEMENTS or elements * dtype.itemsize > verifier.MAX_TENSOR_BYTES:
         raise PrepareError(f"{where}: output tensor {tensor} of shape {tuple(shape)} exceeds numlite's size limits")
+
+
+def _size(shape: tuple[int, ...]) -> int:
+    return int(np.prod(shape, dtype=np.int64))
 
 
 def _same_inputs(before: tuple | None, now: list[TensorInfo | None]) -> bool:

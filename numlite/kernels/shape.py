@@ -29,18 +29,32 @@ def _scalar(t: TensorInfo) -> int | float | bool:
 
 
 class _Copy(Kernel):
-    """Shared eval of the ops that only give the input's data a new shape."""
+    """Shared eval of the ops that only give the input's data a new shape.
+
+    The output may take over the input's memory (``inplace``, whatever its shape:
+    ``same_bytes``) when the input dies here; the op then has nothing left to do."""
+
+    inplace = (0,)
+    same_bytes = True
 
     def eval(self, ins, outs):
         np.copyto(outs[0], ins[0].reshape(outs[0].shape))
 
     def direct(self, ins, outs):
         """One ``copyto`` from a view of the input in the output's shape, made once (when the
-        input's memory allows a view: a reshape of a contiguous array is one)."""
+        input's memory allows a view: a reshape of a contiguous array is one), or no work at
+        all when the output is the input's memory."""
         x, out = ins[0], outs[0]
         if x is None or out is None or not x.flags.c_contiguous:
             return None
-        return np.copyto, (out, x.reshape(out.shape))
+        view = x.reshape(out.shape)
+        if out.flags.c_contiguous and view.__array_interface__["data"][0] == out.__array_interface__["data"][0]:
+            return _nothing, ()
+        return np.copyto, (out, view)
+
+
+def _nothing() -> None:
+    """A node whose work the memory plan did: its output is its input's bytes."""
 
 
 @register("RESHAPE")
