@@ -560,8 +560,9 @@ class LoopProgram:
     body does not compute in place. ``run()`` inlines both phases' node calls in one ``while``
     loop, so that an iteration costs its nodes' calls and no more (no calls of the programs, no
     unpacking, no swapping of lists), and returns ``(phase, iterations)``: the phase whose
-    cond ended the loop (its state is the result) and how many bodies ran. Nodes keep their
-    cancellation check, and errors name the node that raised them (:meth:`error`).
+    cond ended the loop (its state is the result) and how many bodies ran (counted only when
+    iterations copy bytes, else 0). Nodes keep their cancellation check, and errors name the
+    node that raised them (:meth:`error`).
     """
 
     __slots__ = ("run", "copied_bytes", "_generated")
@@ -569,6 +570,7 @@ class LoopProgram:
     def __init__(self, interpreter: Any, phases: Sequence[tuple[Program, np.ndarray, Program, list]]) -> None:
         generated = Generated(interpreter)
         copy = generated.name(np.copyto)
+        counted = any(copies for _, _, _, copies in phases)  # iterations matter only for copies
         generated.line("n = 0")
         generated.line("while True:")
         self.copied_bytes = []
@@ -580,7 +582,8 @@ class LoopProgram:
                 generated.node(body.runtime, step, fn, args, indent=3)
             for dst, src in copies:
                 generated.line(f"{copy}({generated.name(dst)}, {generated.name(src)})", indent=3)
-            generated.line("n += 1", indent=3)
+            if counted:
+                generated.line("n += 1", indent=3)
             self.copied_bytes.append(sum(dst.nbytes for dst, _ in copies))
         self.run: Callable[[], tuple[int, int]] = generated.compile("<numlite while loop>")
         self._generated = generated

@@ -17,8 +17,9 @@ its callee on copies and lets the callee re-prepare for the new shapes (the dyna
 
 Binding buffers costs nothing per call: the ops do not rebind their callees' tensors each time
 but keep compiled programs of them (``SubgraphRuntime.program``) with the buffers substituted,
-one per arrangement of buffers (a WHILE has two: state in its outputs or in its scratch set),
-so an iteration is a call of the cond's program, a read of its boolean and a call of the body's.
+one per arrangement of buffers (a WHILE has two: state in its outputs or in its scratch set).
+A WHILE inlines both arrangements' node calls into one generated loop (``runtime.LoopProgram``),
+so an iteration costs its nodes' calls and a read of the cond's boolean.
 Watched invokes (cancellation, profiling) and callees with dynamic nodes take the rebinding path,
 which calls the hooks around every node.
 """
