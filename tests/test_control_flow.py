@@ -358,6 +358,25 @@ def test_while_body_permutes_loop_variables_reused_interpreter():
         _assert_matches_tensorflow(fn, [it.get_tensor(d["index"]) for d in it.get_output_details()], inputs)
 
 
+def test_loop_variables_moved_each_iteration_are_counted():
+    """A swap's two loop variables are copied after every body (neither is computed in place):
+    two more iterations copy two more pairs of [3] floats, with the loop compiled as one
+    function (``LoopProgram``) as without it."""
+    fn, model, inputs = _buffer_case("swap", 5)
+    interpreter = numlite.Interpreter(model_content=model)
+    interpreter.allocate_tensors()
+    copied = {}
+    for n in (5, 7, 5, 7):
+        inputs[0] = i32(n)
+        for d, value in zip(interpreter.get_input_details(), inputs):
+            interpreter.set_tensor(d["index"], value)
+        interpreter.invoke()
+        copied.setdefault(n, set()).add(interpreter.control_flow_counters["bytes_copied"])
+        _assert_matches_tensorflow(fn, [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()], inputs)
+    assert len(copied[5]) == len(copied[7]) == 1, copied
+    assert copied[7].pop() - copied[5].pop() == 2 * 2 * 3 * 4
+
+
 def test_litert_while_permutation_bug():
     """The evidence for the comment above: LiteRT's swap loop returns its second input twice."""
     fn, model, inputs = _buffer_case("swap", 1)
