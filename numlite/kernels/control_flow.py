@@ -141,7 +141,7 @@ def _run(program: "Program") -> None:
 def _truth(cond: np.ndarray) -> bool:
     if cond.size != 1:
         raise NumliteError(f"the condition must have one element, it has shape {cond.shape}")
-    return bool(cond.reshape(-1)[0])
+    return bool(cond.item())
 
 
 @register("IF")

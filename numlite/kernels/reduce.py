@@ -121,6 +121,16 @@ class Sum(Reducer):
             return
         np.add.reduce(x, axis=axes, dtype=x.dtype, out=out, keepdims=True)  # np.sum, less overhead
 
+    def direct(self, ins, outs):
+        """The product with ones as one matmul on views made once (a sum over the last axes)."""
+        x, out = ins[0], outs[0]
+        if self.block is None or self.run is not parallel.serial or x is None or not x.size or out is None:
+            return None
+        before, reduced, after = self.block
+        if after != 1 or not x.flags.c_contiguous or not out.flags.c_contiguous:
+            return None
+        return np.matmul, (x.reshape(before, reduced), self.ones, out.reshape(before))
+
 
 @register("REDUCE_PROD")
 class Prod(Reducer):
