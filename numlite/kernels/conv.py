@@ -523,7 +523,7 @@ class Conv2D(ScratchUser, Kernel):
         work = self.rows * self.depth * out_c
         most_parts = max(1, self.rows // parallel.MIN_BLOCK_ROWS)
         self.threads = min(parallel.threads_for(self.node, work, blas=True), most_parts)
-        self.run = parallel.runner(self.threads, work)
+        self.run = parallel.runner(self.threads)
         parts = block_parts(self.threads)
         if not self.pointwise:
             parts = max(parts, -(-self.rows * self.depth * 4 // COL_BLOCK_BYTES))
@@ -696,7 +696,7 @@ class DepthwiseConv2D(ScratchUser, Kernel):
         self.bias_row = self.bias
         work = n * oh * ow * out_c * len(self.taps)
         self.threads = parallel.threads_for(self.node, work)
-        self.run = parallel.runner(self.threads, work if self.threads > 1 else 0)  # no BLAS to hold
+        self.run = parallel.runner(self.threads)
         parts = block_parts(self.threads)
         if not self.clipped and not self.summed:  # padded input rows of ~PLANE_BLOCK_BYTES per block at most
             parts = max(parts, -(-n * (h + pads[0] + pads[1]) * (w + pads[2] + pads[3]) * out_c * 4 // PLANE_BLOCK_BYTES))

@@ -58,7 +58,7 @@ class FullyConnected(Kernel):
         units = wts.shape[0]
         work = self.batch * depth * units
         self.threads = parallel.threads_for(self.node, work, blas=True)
-        self.run = parallel.runner(self.threads, work)
+        self.run = parallel.runner(self.threads)
         parts = 1 if self.threads == 1 else 3 * self.threads
         # Enough rows: blocks of rows (each reads all the weights, so not thin ones); a few
         # rows (a batch of one): blocks of units.
@@ -138,8 +138,7 @@ class BatchMatMul(Kernel):
                 )
         self.adj_x, self.adj_y = adjoint_options(self)
         shape = batch_matmul_shape(self, lhs, rhs, self.adj_x, self.adj_y)
-        inner = lhs.shape[-2] if self.adj_x else lhs.shape[-1]
-        self.run = parallel.runner(1, float(np.prod(shape, dtype=np.float64)) * inner)
+        self.run = parallel.runner(1)
         return [Spec(shape, FLOAT)]
 
     def eval(self, ins, outs):

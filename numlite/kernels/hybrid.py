@@ -228,9 +228,8 @@ class HybridFullyConnected(Kernel):
         if self.dtype is None:
             raise self.fail(f"accumulation depth {self.depth} is too large for exact integer accumulation")
         self.weights = None if w.value is None else np.ascontiguousarray(w.value.T, dtype=self.dtype)
-        units = w.shape[0]
-        self.run = parallel.runner(1, (x.size // self.depth if self.depth else 0) * self.depth * units)
-        self.tasks = [self._compute]  # one task: the runner holds OpenBLAS to one thread for it
+        self.run = parallel.runner(1)
+        self.tasks = [self._compute]
         return [Spec(out_shape, F32)]
 
     def eval(self, ins, outs):

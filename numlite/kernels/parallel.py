@@ -306,7 +306,7 @@ def serial(tasks: Sequence[Task]) -> None:
         task(0)
 
 
-def runner(threads: int, work: float) -> Callable[[Sequence[Task]], None]:
+def runner(threads: int) -> Callable[[Sequence[Task]], None]:
     """What a kernel calls with its tasks at each eval: :func:`serial` on one thread (OpenBLAS
     keeps the interpreter's ``num_threads``: a product too thin to cut into row blocks, such
     as ResNet50's 7x7 layers, still runs on every core through BLAS), else :func:`run` on
@@ -351,7 +351,7 @@ class ElementwiseSplit:
         rows = max(1, -(-MIN_ELEMENTWISE_BLOCK * extent // max(size, 1)))  # rows per block at least
         self.ranges = split(extent, parts, rows)
         self.threads = threads
-        self.run = runner(threads, 0)  # no BLAS inside: never hold its pool
+        self.run = runner(threads)
         self.tasks: list[Task] = []
         self.bound: tuple = ()
 

@@ -361,7 +361,7 @@ class QuantizedConv2D(_QuantizedWindowConv):
         rows = n * oh * ow
         work = rows * self.depth * out_c
         self.threads = min(parallel.threads_for(self.node, work), max(1, rows // parallel.MIN_BLOCK_ROWS))
-        self.run = parallel.runner(self.threads, work)
+        self.run = parallel.runner(self.threads)
         parts = block_parts(self.threads)
         row_bytes = (self.depth + 3 * out_c) * 8  # im2col, accumulator and requantization rows
         parts = max(parts, -(-rows * row_bytes // BLOCK_BYTES))
@@ -467,7 +467,7 @@ class QuantizedDepthwiseConv2D(_QuantizedWindowConv):
             self._load_centered(centered)
         work = n * oh * ow * out_c * len(self.taps)
         self.threads = parallel.threads_for(self.node, work)
-        self.run = parallel.runner(self.threads, work if self.threads > 1 else 0)  # no BLAS to hold
+        self.run = parallel.runner(self.threads)
         parts = max(block_parts(self.threads), -(-n * oh * ow * out_c * 32 // BLOCK_BYTES))
         self.blocks = row_blocks(n, oh, min(parts, max(1, n * oh)))
         most = max((y1 - y0 for _, y0, y1 in self.blocks), default=0)
@@ -615,8 +615,7 @@ class QuantizedFullyConnected(ScratchUser, QuantizedKernel):
         self.offset = None
         if w.value is not None and (bias is None or bias.value is not None):
             self.offset = self._offset(None if bias is None else bias.value)
-        work = self.batch * self.depth * units
-        self.run = parallel.runner(1, work)
+        self.run = parallel.runner(1)
         self.tasks = [self._compute]
         rows = max(self.batch, 0)
         operands = [((rows, self.depth), self.acc_dtype), ((rows, units), self.acc_dtype)]

@@ -71,7 +71,7 @@ class Reducer(Kernel):
             self.block = sum_block(x.shape, self.axes)
             if self.block is not None:
                 self.ones = np.ones(self.block[1], np.float32)
-                self.run = parallel.runner(1, x.size)
+                self.run = parallel.runner(1)
         return [Spec(reduced_shape(x.shape, self.axes, self.keep_dims), x.dtype)]
 
     def blas_sum(self, x: np.ndarray, out: np.ndarray) -> None:
