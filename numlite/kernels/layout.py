@@ -245,6 +245,7 @@ class Split(Kernel):
     by the first input."""
 
     DTYPES = (F32, U8, I8, I16, I32, I64)
+    bound: tuple = ()  # (input, outputs, copies) of the last eval
 
     def prepare(self, ins):
         self.expect_inputs(ins, 2)
@@ -264,7 +265,7 @@ class Split(Kernel):
             raise self.fail(f"dimension {axis} of {x.shape} does not split evenly into {n}")
         self.axis = axis
         shape = x.shape[:axis] + (x.shape[axis] // n,) + x.shape[axis + 1 :]
-        self.bound: tuple = ()  # (input, outputs, copies) of the last eval
+        self.bound = ()
         return [Spec(shape, x.dtype)] * n
 
     def eval(self, ins, outs):
