@@ -476,10 +476,6 @@ class Generated:
         self.code = run.__code__
         return run
 
-    def ran(self, e: BaseException) -> bool:
-        """Whether ``e`` was raised inside the generated function."""
-        return self._frame(e) is not None
-
     def failed(self, e: Exception) -> "InvokeError | Exception":
         """The ``InvokeError`` naming the node that raised ``e`` (``e`` itself if none did)."""
         tb = self._frame(e)
@@ -546,10 +542,6 @@ class Program:
         failed = self._generated.failed(e)
         return failed if failed is not e else self.runtime._invoke_error(None, e)
 
-    def ran(self, e: Exception) -> bool:
-        """Whether ``e`` was raised inside this program's ``run()``."""
-        return self._generated.ran(e)
-
 
 class LoopProgram:
     """A whole WHILE loop as one generated function, from the programs of its two phases.
@@ -593,7 +585,8 @@ class LoopProgram:
         return (iterations + 1) // 2 * self.copied_bytes[0] + iterations // 2 * self.copied_bytes[-1]
 
     def error(self, e: Exception) -> Exception:
-        """The ``InvokeError`` naming the node that raised ``e`` in ``run()``."""
+        """The ``InvokeError`` naming the node that raised ``e`` in ``run()`` (``e`` itself when
+        no node did)."""
         return self._generated.failed(e)
 
 

@@ -282,7 +282,10 @@ class While(SubgraphCall):
             except (PrepareError, CancelledError):
                 raise
             except Exception as e:
-                raise loop.error(e) from e
+                error = loop.error(e)
+                if error is e:
+                    raise
+                raise error from e
             self.counters["bytes_copied"] += loop.bytes_copied(iterations)
             if phase == 1:
                 state = spare

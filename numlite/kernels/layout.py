@@ -10,8 +10,6 @@ runtime prepares again at every invoke with the values.
 
 from __future__ import annotations
 
-from operator import is_
-
 import numpy as np
 
 from numlite.errors import InvokeError
@@ -245,7 +243,6 @@ class Split(Kernel):
     by the first input."""
 
     DTYPES = (F32, U8, I8, I16, I32, I64)
-    bound: tuple = ()  # (input, outputs, copies) of the last eval
 
     def prepare(self, ins):
         self.expect_inputs(ins, 2)
@@ -265,16 +262,10 @@ class Split(Kernel):
             raise self.fail(f"dimension {axis} of {x.shape} does not split evenly into {n}")
         self.axis = axis
         shape = x.shape[:axis] + (x.shape[axis] // n,) + x.shape[axis + 1 :]
-        self.bound = ()
         return [Spec(shape, x.dtype)] * n
 
     def eval(self, ins, outs):
-        x = ins[1]
-        bound = self.bound
-        if not bound or bound[0] is not x or not all(map(is_, bound[1], outs)):
-            # The parts' views of this input, made once for the arrays the node is bound to.
-            bound = self.bound = (x, list(outs), _split_copies(x, self.axis, outs))
-        _copy_parts(bound[2])
+        _split_outputs(ins[1], self.axis, outs)
 
     def direct(self, ins, outs):
         """The copies into every output, from views of the input made once."""
