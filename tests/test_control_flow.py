@@ -814,3 +814,23 @@ def test_while_body_with_run_time_shaped_nodes_reused_interpreter():
         for _ in range(3):
             interpreter.invoke()
             assert_close(interpreter.get_tensor(interpreter.get_output_details()[0]["index"]), expected)
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 7])
+def test_compiled_loop_copies_in_and_out_as_the_watched_loop_does(n):
+    """The compiled loop (``LoopProgram``) makes the copy of the inputs into the state and, when
+    it ends on its scratch set (an odd count), the copy out itself: it gives LiteRT's outputs,
+    and counts the bytes the watched loop (profiling: the rebinding path) counts: the state in
+    (the counter, the bound ``n`` the converter makes a loop variable, [64] floats) and, at an
+    odd count, the two variables the body changes out (``n`` never leaves its buffer)."""
+    model = convert(_vector_loop, [S((), tf.int32), S((64,), tf.float32)], key="vector_loop")
+    inputs = [i32(n), f32(64, seed=20)]
+    expected = run_litert(model, inputs)
+    counted = []
+    for profile in (False, True):
+        interpreter = numlite.Interpreter(model_content=model, profile=profile)
+        for _ in range(2):  # the second invoke runs the cached program
+            actual = run_interpreter(interpreter, inputs)
+            assert_close(actual[0], expected[0], rtol=1e-5, atol=1e-5)
+        counted.append(interpreter.control_flow_counters["bytes_copied"])
+    assert counted[0] == counted[1] == (4 + 4 + 64 * 4) + (4 + 64 * 4) * (n % 2), counted

@@ -27,6 +27,7 @@ import numpy as np
 from numlite.errors import CancelledError, InvokeError, NumliteError, PrepareError
 from numlite.interpreter.planner import Lifetime, plan_arena
 from numlite.kernels import Kernel, Node, Spec, TensorInfo
+from numlite.kernels.base import copy_into
 from numlite.model.ir import Model
 
 if TYPE_CHECKING:
@@ -549,40 +550,62 @@ class LoopProgram:
     A WHILE's state alternates between two buffer sets (see ``control_flow.While``): phase 0
     reads the state from its outputs, phase 1 from its scratch set. Each phase is the cond's
     program, a test of its boolean, the body's program and the copies of the loop variables the
-    body does not compute in place. ``run()`` inlines both phases' node calls in one ``while``
-    loop, so that an iteration costs its nodes' calls and no more (no calls of the programs, no
-    unpacking, no swapping of lists), and returns ``(phase, iterations)``: the phase whose
-    cond ended the loop (its state is the result) and how many bodies ran (counted only when
-    iterations copy bytes, else 0). Nodes keep their cancellation check, and errors name the
-    node that raised them (:meth:`error`).
+    body does not compute in place. ``run()`` first makes the ``entry`` copies (the WHILE's
+    inputs into its outputs), then inlines both phases' node calls in one ``while`` loop, so
+    that an iteration costs its nodes' calls and no more (no calls of the programs, no
+    unpacking, no swapping of lists); when the loop ends in phase 1 it makes the ``exit``
+    copies (the scratch set into the outputs). It returns ``(phase, iterations)``: the phase
+    whose cond ended the loop and how many bodies ran (counted only when iterations copy bytes,
+    else 0). Nodes keep their cancellation check, and errors name the node that raised them
+    (:meth:`error`).
     """
 
-    __slots__ = ("run", "copied_bytes", "_generated")
+    __slots__ = ("run", "copied_bytes", "entry_bytes", "exit_bytes", "_generated")
 
-    def __init__(self, interpreter: Any, phases: Sequence[tuple[Program, np.ndarray, Program, list]]) -> None:
+    def __init__(
+        self,
+        interpreter: Any,
+        phases: Sequence[tuple[Program, np.ndarray, Program, list]],
+        entry: Sequence[tuple[np.ndarray, np.ndarray]] = (),
+        exit: Sequence[tuple[np.ndarray, np.ndarray]] = (),
+    ) -> None:
         generated = Generated(interpreter)
-        copy = generated.name(np.copyto)
-        counted = any(copies for _, _, _, copies in phases)  # iterations matter only for copies
+        copy = generated.name(copy_into)
+
+        def copies(pairs: Sequence[tuple[np.ndarray, np.ndarray]], indent: int) -> None:
+            for dst, src in pairs:
+                generated.line(f"{copy}({generated.name(dst)}, {generated.name(src)})", indent)
+
+        counted = any(pairs for _, _, _, pairs in phases)  # iterations matter only for copies
+        copies(entry, 2)
         generated.line("n = 0")
         generated.line("while True:")
         self.copied_bytes = []
-        for phase, (cond, truth, body, copies) in enumerate(phases):
+        for phase, (cond, truth, body, pairs) in enumerate(phases):
             for step, fn, args in cond.calls:
                 generated.node(cond.runtime, step, fn, args, indent=3)
-            generated.line(f"if not {generated.name(truth)}.item(): return {phase}, n", indent=3)
+            if phase == 1 and exit:
+                generated.line(f"if not {generated.name(truth)}.item():", indent=3)
+                copies(exit, 4)
+                generated.line(f"return {phase}, n", indent=4)
+            else:
+                generated.line(f"if not {generated.name(truth)}.item(): return {phase}, n", indent=3)
             for step, fn, args in body.calls:
                 generated.node(body.runtime, step, fn, args, indent=3)
-            for dst, src in copies:
-                generated.line(f"{copy}({generated.name(dst)}, {generated.name(src)})", indent=3)
+            copies(pairs, 3)
             if counted:
                 generated.line("n += 1", indent=3)
-            self.copied_bytes.append(sum(dst.nbytes for dst, _ in copies))
+            self.copied_bytes.append(sum(dst.nbytes for dst, _ in pairs))
+        self.entry_bytes = sum(dst.nbytes for dst, _ in entry)
+        self.exit_bytes = sum(dst.nbytes for dst, _ in exit)
         self.run: Callable[[], tuple[int, int]] = generated.compile("<numlite while loop>")
         self._generated = generated
 
-    def bytes_copied(self, iterations: int) -> int:
-        """Bytes the copies of ``iterations`` bodies moved (phases alternate from phase 0)."""
-        return (iterations + 1) // 2 * self.copied_bytes[0] + iterations // 2 * self.copied_bytes[-1]
+    def bytes_copied(self, phase: int, iterations: int) -> int:
+        """Bytes a run that ended in ``phase`` after ``iterations`` bodies copied (phases
+        alternate from phase 0)."""
+        looped = (iterations + 1) // 2 * self.copied_bytes[0] + iterations // 2 * self.copied_bytes[-1]
+        return self.entry_bytes + looped + (self.exit_bytes if phase == 1 else 0)
 
     def error(self, e: Exception) -> Exception:
         """The ``InvokeError`` naming the node that raised ``e`` in ``run()`` (``e`` itself when

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from numlite.errors import CancelledError, NumliteError, PrepareError
-from numlite.kernels.base import Kernel, Spec, TensorInfo, register
+from numlite.kernels.base import Kernel, Spec, TensorInfo, copy_into, register
 
 if TYPE_CHECKING:
     from numlite.interpreter.runtime import LoopProgram, Program, SubgraphRuntime
@@ -102,7 +102,7 @@ class SubgraphCall(Kernel):
 
     def copy(self, dst: np.ndarray, src: np.ndarray) -> None:
         if dst is not src:
-            np.copyto(dst, src)
+            copy_into(dst, src)
             self.counters["bytes_copied"] += dst.nbytes
 
     def copy_all(self, dsts: Sequence[np.ndarray], srcs: Sequence[np.ndarray]) -> None:
@@ -110,7 +110,7 @@ class SubgraphCall(Kernel):
         nbytes = 0
         for dst, src in zip(dsts, srcs):
             if dst is not src:
-                np.copyto(dst, src)
+                copy_into(dst, src)
                 nbytes += dst.nbytes
         if nbytes:
             self.counters["bytes_copied"] += nbytes
@@ -173,7 +173,7 @@ class If(SubgraphCall):
             {o for o in b.graph.outputs if o not in b.graph.inputs and not b.known[o]} for b in self.branches
         ]
         self.ready: list[int | None] = [None, None]  # each branch's generation once prepared for us
-        self.recent_calls: list[list[tuple]] = [[], []]  # per branch: (generation, args, outs, program)
+        self.recent_calls: list[list[tuple]] = [[], []]  # per branch: (generation, args, outs, program, copies)
         return specs
 
     def eval(self, ins, outs):
@@ -187,10 +187,11 @@ class If(SubgraphCall):
             self.ready[taken] = branch.generation
         g = branch.graph
         if not self.node.runtime.interpreter.watching:
-            program = self._program(taken, branch, args, outs)
+            program, copies = self._program(taken, branch, args, outs)
             if program is not None:
                 _run(program)
-                self.copy_all(outs, program.outputs)  # only pass-through and constant outputs copy
+                if copies:  # only pass-through and constant outputs copy
+                    self.copy_all(outs, program.outputs)
                 return
         for i, a in zip(g.inputs, args):
             branch.rebind(i, a)
@@ -201,21 +202,25 @@ class If(SubgraphCall):
         for o, out in zip(g.outputs, outs):
             self.copy(out, branch.arrays[o])  # only pass-through and constant outputs copy
 
-    def _program(self, taken: int, branch: "SubgraphRuntime", args: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> "Program | None":
+    def _program(
+        self, taken: int, branch: "SubgraphRuntime", args: Sequence[np.ndarray], outs: Sequence[np.ndarray]
+    ) -> tuple["Program | None", bool]:
         """The branch's program with our arguments and outputs bound (the last one again when
-        the arrays and the branch's memory are those of the last call)."""
+        the arrays and the branch's memory are those of the last call), and whether any of its
+        outputs must be copied into ours after it ran."""
         recent = self.recent_calls[taken]
-        for generation, known_args, known_outs, program in recent:
+        for generation, known_args, known_outs, program, copies in recent:
             if generation == branch.generation and all(map(is_, known_args, args)) and all(map(is_, known_outs, outs)):
-                return program
+                return program, copies
         g = branch.graph
         bound = dict(zip(g.inputs, args))
         for o, out in zip(g.outputs, outs):
             if o in self.computed[taken]:
                 bound.setdefault(o, out)
         program = self.cached_program(branch, bound)
-        recent[:] = [(branch.generation, list(args), list(outs), program), *recent[: RECENT - 1]]
-        return program
+        copies = program is not None and any(o is not p for o, p in zip(outs, program.outputs))
+        recent[:] = [(branch.generation, list(args), list(outs), program, copies), *recent[: RECENT - 1]]
+        return program, copies
 
 
 @register("WHILE")
@@ -259,7 +264,7 @@ class While(SubgraphCall):
             seen.add(o)
         self.scratch = [np.empty(info.shape, info.dtype) for info in ins]
         self.__dict__.pop("_loop_cache", None)  # programs bound to the previous scratch set
-        self.recent_loops: list[tuple] = []  # (generations, state arrays, loop program), latest first
+        self.recent_loops: list[tuple] = []  # (generations, inputs, outputs, loop program), latest first
         self.ready: tuple | None = None  # the callees' generations once prepared for our shapes
 
     def eval(self, ins, outs):
@@ -271,48 +276,62 @@ class While(SubgraphCall):
             for sg in (cond, body):  # callees may be shared with another op of other shapes
                 self.ensure_prepared(sg, self.shapes)
             self.ready = (cond.generation, body.generation)
-        self.copy_all(outs, ins)
-        state, spare = list(outs), list(self.scratch)
-        for k in self.invariant:
-            spare[k] = state[k]  # never written: both sets share the one buffer
-        loop = self._loop_program(state, spare)
-        if loop is not None and not self.node.runtime.interpreter.watching:
-            try:
-                phase, iterations = loop.run()
-            except (PrepareError, CancelledError):
-                raise
-            except Exception as e:
-                error = loop.error(e)
-                if error is e:
+        if not self.node.runtime.interpreter.watching:
+            loop = self._loop_program(ins, outs)
+            if loop is not None:
+                try:
+                    phase, iterations = loop.run()
+                except (PrepareError, CancelledError):
                     raise
-                raise error from e
-            self.counters["bytes_copied"] += loop.bytes_copied(iterations)
-            if phase == 1:
-                state = spare
-        else:  # watched (hooks around every node) or a callee with dynamic nodes
-            while self._iterate(state, spare):
-                state, spare = spare, state
+                except Exception as e:
+                    error = loop.error(e)
+                    if error is e:
+                        raise
+                    raise error from e
+                nbytes = loop.bytes_copied(phase, iterations)
+                if nbytes:
+                    self.counters["bytes_copied"] += nbytes
+                return
+        # watched (hooks around every node) or a callee with dynamic nodes
+        self.copy_all(outs, ins)
+        state, spare = self._buffer_sets(outs)
+        while self._iterate(state, spare):
+            state, spare = spare, state
         self.copy_all(outs, state)  # the loop ended on the scratch set: one copy out
 
-    def _loop_program(self, state: list[np.ndarray], spare: list[np.ndarray]) -> "LoopProgram | None":
-        """The whole loop as one function (``runtime.LoopProgram``) over its two phases (state
-        in the outputs, then in the scratch set), or None when a callee has no program (dynamic
-        nodes). Cached by the buffers' identity."""
+    def _buffer_sets(self, outs: Sequence[np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """The two sets the state alternates between: our outputs, and the scratch set with
+        the invariant variables' buffers shared (never written)."""
+        state, spare = list(outs), list(self.scratch)
+        for k in self.invariant:
+            spare[k] = state[k]
+        return state, spare
+
+    def _loop_program(self, ins: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> "LoopProgram | None":
+        """The whole loop as one function (``runtime.LoopProgram``): the copy of our inputs into
+        the state, its two phases (state in our outputs, then in the scratch set) and the copy
+        out when it ends on the scratch set; None when a callee has no program (dynamic nodes).
+        Cached by the arrays' identity."""
         generations = (self.cond.generation, self.body.generation)
-        for known_generations, known_state, loop in self.recent_loops:
-            if known_generations == generations and all(map(is_, known_state, state)):
-                return loop  # arrays seen lately (spare follows from state)
-        key = (*generations, *map(id, state), *map(id, spare))
+        for known_generations, known_ins, known_outs, loop in self.recent_loops:
+            if known_generations == generations and all(map(is_, known_ins, ins)) and all(map(is_, known_outs, outs)):
+                return loop  # arrays seen lately
+        key = (*generations, *map(id, ins), *map(id, outs))
         cache = self.__dict__.setdefault("_loop_cache", {})
         if key not in cache:
             from numlite.interpreter.runtime import LoopProgram  # (runtime imports the kernels)
 
             if len(cache) >= 8:
                 cache.clear()
+            state, spare = self._buffer_sets(outs)
             phases = [self._phase(state, spare), self._phase(spare, state)]
-            loop = None if None in phases else LoopProgram(self.node.runtime.interpreter, phases)
-            cache[key] = (loop, state + spare)  # keeps the ids valid
-        self.recent_loops = [(generations, list(state), cache[key][0]), *self.recent_loops[: RECENT - 1]]
+            loop = None
+            if None not in phases:
+                entry = [(o, i) for o, i in zip(outs, ins) if o is not i]
+                exit_ = [(o, s) for o, s in zip(outs, spare) if o is not s]
+                loop = LoopProgram(self.node.runtime.interpreter, phases, entry, exit_)
+            cache[key] = (loop, [*ins, *outs])  # keeps the ids valid
+        self.recent_loops = [(generations, list(ins), list(outs), cache[key][0]), *self.recent_loops[: RECENT - 1]]
         return cache[key][0]
 
     def _phase(self, state: list[np.ndarray], spare: list[np.ndarray]) -> tuple | None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import numpy as np
 
-from numlite.kernels.base import Kernel, Spec, TensorInfo, register
+from numlite.kernels.base import Kernel, Spec, TensorInfo, copy_into, register
 
 # TensorType codes SHAPE's out_type may name.
 _OUT_TYPES = {2: np.dtype(np.int32), 4: np.dtype(np.int64)}
@@ -50,7 +50,7 @@ class _Copy(Kernel):
         view = x.reshape(out.shape)
         if out.flags.c_contiguous and view.__array_interface__["data"][0] == out.__array_interface__["data"][0]:
             return _nothing, ()
-        return np.copyto, (out, view)
+        return copy_into, (out, view)
 
 
 def _nothing() -> None:
