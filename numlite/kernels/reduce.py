@@ -226,8 +226,21 @@ class Mean(Reducer):
     # 8/16-bit MEAN in LiteRT is a requantizing kernel (quantized models), not implemented here.
     dtypes = (np.float32, np.int32, np.int64)
 
+    bound: tuple = ()  # (input, output, product or None, its arguments, the sums' view): see _bind
+
+    def prepare(self, ins):
+        self.bound = ()
+        return super().prepare(ins)
+
     def eval(self, ins, outs):
         x, out = ins[0], outs[0]
+        bound = self.bound
+        if not bound or bound[0] is not x or bound[1] is not out:
+            bound = self.bound = self._bind(x, out)
+        if bound[2] is not None:
+            bound[2](*bound[3])
+            np.divide(bound[4], self.divisor, out=bound[4])
+            return
         if x.size == 0:
             # LiteRT fills the output with quiet NaN (0 for integer types).
             out.fill(np.nan if out.dtype.kind == "f" else 0)
@@ -245,6 +258,26 @@ class Mean(Reducer):
         quotient = np.abs(total) // np.int64(self.count)
         np.negative(quotient, out=quotient, where=total < 0)
         target[...] = quotient.astype(out.dtype, copy=False)
+
+    def _bind(self, x: np.ndarray, out: np.ndarray) -> tuple:
+        """For a float32 mean over consecutive axes of contiguous arrays (a global average
+        pool) on one thread: the sum as one BLAS product with ones on views made once, kept
+        with the arrays for the next calls (``bound``; no product where this does not apply)."""
+        if self.block is None or self.run is not parallel.serial or not x.size or x.dtype != np.float32:
+            return (x, out, None)
+        if not (x.flags.c_contiguous and out.flags.c_contiguous):
+            return (x, out, None)
+        before, reduced, after = self.block
+        sums = out.reshape(before, after)
+        if after == 1:
+            product = (x.reshape(before, reduced), self.ones, sums.reshape(before))
+        elif before == 1:
+            product = (self.ones, x.reshape(reduced, after), sums.reshape(after))
+        else:
+            product = (self.ones, x.reshape(before, reduced, after), sums)
+        call = np.dot if before == 1 or after == 1 else np.matmul  # dot: less overhead per call
+        self.divisor = np.float32(self.count)
+        return (x, out, call, product, sums)
 
 
 def _same_quantization(a, b) -> bool:
