@@ -279,3 +279,52 @@ def test_sum_over_last_axes_is_one_matmul_with_ones():
         _feed(interpreter, [x])
         interpreter.invoke()
         assert_close(interpreter.get_tensor(interpreter.get_output_details()[0]["index"]), run_litert(model, [x])[0])
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_fully_connected_direct_call_is_one_dot_and_the_bias(batch):
+    """A FULLY_CONNECTED of one block runs as ``np.dot`` (its bias added after, in the output's
+    shape at batch 1) in compiled programs; with a fused activation it keeps its block."""
+    rng = np.random.default_rng(11)
+    w = rng.uniform(-0.5, 0.5, (12, 7)).astype(np.float32)
+    b = rng.uniform(-0.5, 0.5, (7,)).astype(np.float32)
+    cases = {
+        "bias": (lambda x: tf.matmul(x, w) + b, "_dot_plus_bias"),
+        "no bias": (lambda x: tf.matmul(x, w) * 2.0, "dot"),
+        "relu": (lambda x: tf.nn.relu(tf.matmul(x, w) + b), "_block"),
+    }
+    for name, (fn, expected) in cases.items():
+        model = convert(fn, [S((batch, 12), tf.float32)], key=("programs-fc", name, batch))
+        interpreter = numlite.Interpreter(model_content=model)
+        interpreter.allocate_tensors()
+        (step,) = [st for st in interpreter.subgraph(0).steps if st.op_name == "FULLY_CONNECTED"]
+        fn_called, _ = direct_call(step.kernel, step.ins, step.outs)
+        assert fn_called.__name__ == expected, (name, fn_called)
+        for seed in (1, 2, 3):  # the second invoke on runs the compiled plan
+            x = np.random.default_rng(seed).uniform(-1, 1, (batch, 12)).astype(np.float32)
+            _feed(interpreter, [x])
+            interpreter.invoke()
+            actual = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
+            assert_close(actual, run_litert(model, [x])[0], what=f"{name}, seed {seed}")
+
+
+def test_logical_and_of_a_loop_condition_is_one_call():
+    """``i < n and i < m`` as the loop's condition: LOGICAL_AND is one ufunc call in the
+    compiled loop; the loop stops on whichever bound comes first, as in LiteRT."""
+    fn = lambda n, m, x: tf.while_loop(
+        lambda i, v: tf.logical_and(i < n, i < m), lambda i, v: (i + 1, v * 1.5 - 0.25), [tf.constant(0), x]
+    )[1]
+    model = convert(fn, [S((), tf.int32), S((), tf.int32), S((4,), tf.float32)], key="programs-logical-and")
+    interpreter = numlite.Interpreter(model_content=model)
+    interpreter.allocate_tensors()
+    cond = next(interpreter.subgraph(s) for s in range(1, len(interpreter.model.subgraphs))
+                if "LOGICAL_AND" in [st.op_name for st in interpreter.subgraph(s).plan])  # fmt: skip
+    (step,) = [st for st in cond.steps if st.op_name == "LOGICAL_AND"]
+    assert direct_call(step.kernel, step.ins, step.outs)[0] is np.logical_and
+    x = np.random.default_rng(5).uniform(-1, 1, 4).astype(np.float32)
+    for n, m in [(3, 5), (6, 2), (4, 4), (0, 3)]:
+        values = [np.int32(n), np.int32(m), x]
+        _feed(interpreter, values)
+        interpreter.invoke()
+        actual = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
+        assert_close(actual, run_litert(model, values)[0], what=f"n={n}, m={m}")

@@ -128,10 +128,11 @@ def _logistic(x: np.ndarray, out: np.ndarray) -> None:
     the four calls on a loop body's small tensors). ``divide(1, y)`` rather than
     ``reciprocal(y)``: the same correctly rounded quotient, but NumPy's divide loop is
     vectorised for AVX2 and its reciprocal is not (1.3x faster)."""
-    np.negative(x, out=out)
-    np.exp(out, out=out)
-    np.add(out, _ONE, out=out)
-    np.divide(_ONE, out, out=out)
+    # outputs positional: keywords cost more than the work on a loop body's gates (1.33 -> 1.19 us)
+    np.negative(x, out)
+    np.exp(out, out)
+    np.add(out, _ONE, out)
+    np.divide(_ONE, out, out)
 
 
 @register("LOGISTIC")

@@ -97,7 +97,16 @@ class FullyConnected(Kernel):
         self._bind(x, self.weights if self.weights is not None else wts.T, bias, outs[0])
         self.bound = None  # the tasks now hold the program's arrays, maybe not eval's
         task = self.tasks[0]
-        return task.func, (*task.args, 0)
+        lhs, weights, bias, out = task.args
+        if self.activation is not None or not out.flags.c_contiguous:
+            return task.func, (*task.args, 0)
+        # np.dot: the same BLAS product as np.matmul with less overhead per call (0.46 us, not
+        # 0.8, on a loop body's [1, 32] x [32, 128]); it needs a C-contiguous output.
+        if bias is None:
+            return np.dot, (lhs, weights, out)
+        if out.shape[0] == 1:  # the bias in the output's shape: an add without broadcasting
+            bias = bias.reshape(out.shape)
+        return _dot_plus_bias, (lhs, weights, bias, out)
 
     def eval(self, ins, outs):
         if self.hybrid is not None:
@@ -116,6 +125,11 @@ class FullyConnected(Kernel):
             self._bind(x, self.weights if self.weights is not None else wts.T, bias, out)
             self.bound = (x, wts, bias, out)
         self.run(self.tasks)
+
+
+def _dot_plus_bias(lhs: np.ndarray, weights: np.ndarray, bias: np.ndarray, out: np.ndarray) -> None:
+    np.dot(lhs, weights, out)
+    np.add(out, bias, out)
 
 
 @register("BATCH_MATMUL")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from numlite.errors import InvokeError, PrepareError
-from numlite.kernels.base import Kernel, Spec, register
+from numlite.kernels.base import Kernel, Spec, copy_into, register
 
 # Element types the data inputs of these ops may have (LiteRT copies raw bytes, so every
 # fixed-size type works; these are the ones numlite models use).
@@ -295,7 +295,7 @@ class Gather(Kernel):
             i = pos.item()
             if not 0 <= i < x.shape[self.axis]:
                 raise InvokeError(f"gather index {i} is out of range [0, {x.shape[self.axis]})")
-            np.copyto(outs[0], x[self.lead + (i,)])
+            copy_into(outs[0], x[self.lead + (i,)])
             return
         _check_positions(pos, x.shape[self.axis], "gather")
         if not self.batch_dims:

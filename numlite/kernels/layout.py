@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from numlite.errors import InvokeError
-from numlite.kernels.base import Kernel, Spec, TensorInfo, register
+from numlite.kernels.base import Kernel, Spec, TensorInfo, copy_into, register
 from numlite.model.ir import Quantization
 
 F32, I8, U8, I16, U16, I32, U32, I64, BOOL, F16 = (
@@ -230,7 +230,7 @@ def _split_copies(x: np.ndarray, axis: int, outs: list[np.ndarray]) -> list[tupl
 
 def _copy_parts(copies: list[tuple[np.ndarray, np.ndarray]]) -> None:
     for out, part in copies:
-        np.copyto(out, part)
+        copy_into(out, part)
 
 
 def _split_outputs(x: np.ndarray, axis: int, outs: list[np.ndarray]) -> None:

@@ -105,6 +105,11 @@ class LogicalBinary(Kernel):
     def eval(self, ins, outs):
         type(self).ufunc(ins[0], ins[1], out=outs[0])
 
+    def direct(self, ins, outs):
+        """The one ufunc call of eval (a loop condition's ``i < n and j < m``); see
+        ``runtime.direct_call``."""
+        return type(self).ufunc, (ins[0], ins[1], outs[0])
+
 
 @register("LOGICAL_AND")
 class LogicalAnd(LogicalBinary):
