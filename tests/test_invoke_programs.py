@@ -328,3 +328,57 @@ def test_logical_and_of_a_loop_condition_is_one_call():
         interpreter.invoke()
         actual = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
         assert_close(actual, run_litert(model, values)[0], what=f"n={n}, m={m}")
+
+
+def test_nested_control_flow_calls_its_callees_directly(nested_model):
+    """In the outer loop's compiled body the IF and the inner WHILE are functions bound to
+    their arrays (``direct``), not their ``eval``: repeated invokes with other counts and data
+    still match LiteRT, and a watched invoke in between (a cancellation check: the hooked
+    rebinding path) does not disturb the next compiled ones."""
+    interpreter = numlite.Interpreter(model_content=nested_model)
+    interpreter.allocate_tensors()
+    for k, (n, m) in enumerate([(2, 3), (5, 2), (3, 4)]):
+        values = _inputs(nested_model, n, m, seed=20 + k)
+        _feed(interpreter, values)
+        interpreter.invoke()
+        assert_close(interpreter.get_tensor(interpreter.get_output_details()[0]["index"]), run_litert(nested_model, values)[0])
+    outer = next(st.kernel for st in interpreter.subgraph(0).steps if st.op_name == "WHILE")
+    loop = outer.recent_loops[0][3]
+    called = [v for v in loop._generated.values if callable(v) and getattr(v, "__qualname__", "").endswith("_bound_call.<locals>.call")]
+    assert {c.__qualname__.split(".")[0] for c in called} == {"If", "While"}, called
+    checks = []
+    interpreter.check_cancelled = lambda: checks.append(1) and False
+    for k, (n, m) in enumerate([(4, 1), (1, 6), (6, 3)]):
+        values = _inputs(nested_model, n, m, seed=30 + k)
+        _feed(interpreter, values)
+        interpreter.invoke()
+        assert_close(interpreter.get_tensor(interpreter.get_output_details()[0]["index"]), run_litert(nested_model, values)[0])
+        if k == 0:
+            assert len(checks) > n * m  # the hooks saw every node of the loops
+            interpreter.check_cancelled = None  # the next invokes compiled again
+
+
+def test_error_in_a_nested_loop_body_names_the_inner_node():
+    """A failure inside the inner loop's body, reached through the outer loop's compiled body
+    and the inner WHILE's direct call, names the failing node of the inner body."""
+
+    def f(n, x):
+        def body(i, v):
+            inner = tf.while_loop(lambda j, w: j < 3, lambda j, w: (j + 1, w * 3.0 + 1.0), [tf.constant(0), v])[1]
+            return i + 1, inner - 1.0
+
+        return tf.while_loop(lambda i, v: i < n, body, [tf.constant(0), x])[1]
+
+    model = convert(f, [S((), tf.int32), S((4,), tf.float32)], key="programs-failing-nested")
+    # 2 outer x 3 inner MULs per invoke: fail in the third invoke, when both loops are compiled.
+    interpreter = numlite.Interpreter(model_content=model, custom_ops={"MUL": _failing_mul(14)})
+    interpreter.allocate_tensors()
+    _feed(interpreter, [np.int32(2), np.zeros(4, np.float32)])
+    interpreter.invoke()
+    interpreter.invoke()
+    with pytest.raises(numlite.InvokeError) as info:
+        interpreter.invoke()
+    message = str(info.value)
+    assert message.startswith("subgraph 0, node 0 (WHILE) failed: subgraph "), message
+    assert message.count("(WHILE) failed") == 2, message  # the outer and the inner loop
+    assert "(MUL) failed: ValueError: boom" in message, message

@@ -202,6 +202,46 @@ class If(SubgraphCall):
         for o, out in zip(g.outputs, outs):
             self.copy(out, branch.arrays[o])  # only pass-through and constant outputs copy
 
+    def direct(self, ins, outs):
+        """Inside a compiled program (``runtime.direct_call``): a function of no arguments
+        that runs the branch the condition picks through its program with our arrays bound,
+        both built now, checking only that no hook watches and neither branch was prepared
+        again since (else it runs ``eval``). None when the outputs' shapes are not static or a
+        branch has no program."""
+        if not self.static or any(a is None for a in (*ins, *outs)):
+            return None
+        args = ins[1:]
+        programs = []
+        for taken, branch in enumerate(self.branches):
+            if self.ready[taken] != branch.generation or not branch.allocated:
+                self.ensure_prepared(branch, self.arg_shapes)
+                self.ready[taken] = branch.generation
+            program, copies = self._program(taken, branch, args, outs)
+            if program is None:
+                return None
+            programs.append((program, copies))
+        return self._bound_call(ins, outs, programs), ()
+
+    def _bound_call(self, ins: list, outs: list, programs: list[tuple["Program", bool]]):
+        interpreter = self.node.runtime.interpreter
+        (then_program, then_copies), (else_program, else_copies) = programs
+        then_branch, else_branch = self.branches
+        generations = (then_branch.generation, else_branch.generation)
+        cond, eval_, copy_all = ins[0], self.eval, self.copy_all
+
+        def call() -> None:
+            if interpreter.watching or (then_branch.generation, else_branch.generation) != generations:
+                return eval_(ins, outs)
+            if cond.item():
+                program, copies = then_program, then_copies
+            else:
+                program, copies = else_program, else_copies
+            _run(program)
+            if copies:  # only pass-through and constant outputs copy
+                copy_all(outs, program.outputs)
+
+        return call
+
     def _program(
         self, taken: int, branch: "SubgraphRuntime", args: Sequence[np.ndarray], outs: Sequence[np.ndarray]
     ) -> tuple["Program | None", bool]:
@@ -298,6 +338,47 @@ class While(SubgraphCall):
         while self._iterate(state, spare):
             state, spare = spare, state
         self.copy_all(outs, state)  # the loop ended on the scratch set: one copy out
+
+    def direct(self, ins, outs):
+        """Inside a compiled program (``runtime.direct_call``): a function of no arguments
+        that runs this binding's whole loop (``LoopProgram``, built now), checking only that no
+        hook watches and neither callee was prepared again since (else it runs ``eval``).
+        None when the state's shapes change or a callee has no program."""
+        if not self.static or any(a is None for a in (*ins, *outs)):
+            return None
+        cond, body = self.cond, self.body
+        if self.ready != (cond.generation, body.generation) or not (cond.allocated and body.allocated):
+            for sg in (cond, body):
+                self.ensure_prepared(sg, self.shapes)
+            self.ready = (cond.generation, body.generation)
+        loop = self._loop_program(ins, outs)
+        if loop is None:
+            return None
+        return self._bound_call(list(ins), list(outs), loop), ()
+
+    def _bound_call(self, ins: list, outs: list, loop: "LoopProgram"):
+        interpreter = self.node.runtime.interpreter
+        cond, body = self.cond, self.body
+        generations = (cond.generation, body.generation)
+        eval_, run, error, bytes_copied = self.eval, loop.run, loop.error, loop.bytes_copied
+
+        def call() -> None:
+            if interpreter.watching or (cond.generation, body.generation) != generations:
+                return eval_(ins, outs)
+            try:
+                phase, iterations = run()
+            except (PrepareError, CancelledError):
+                raise
+            except Exception as e:
+                failed = error(e)
+                if failed is e:
+                    raise
+                raise failed from e
+            nbytes = bytes_copied(phase, iterations)
+            if nbytes:
+                interpreter.control_flow_counters["bytes_copied"] += nbytes
+
+        return call
 
     def _buffer_sets(self, outs: Sequence[np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """The two sets the state alternates between: our outputs, and the scratch set with
