@@ -98,6 +98,19 @@ def _failing_mul(calls_before_failure):
     return mul
 
 
+def _third_invoke_error(model: bytes, n: int, mul) -> str:
+    """The message of the InvokeError the third invoke raises, ``n`` iterations and a zero
+    [4] vector in, with ``mul`` running the model's MUL."""
+    interpreter = numlite.Interpreter(model_content=model, custom_ops={"MUL": mul})
+    interpreter.allocate_tensors()
+    _feed(interpreter, [np.int32(n), np.zeros(4, np.float32)])
+    interpreter.invoke()
+    interpreter.invoke()
+    with pytest.raises(numlite.InvokeError) as info:
+        interpreter.invoke()
+    return str(info.value)
+
+
 def test_error_in_compiled_loop_body_names_the_node():
     def f(n, x):
         return tf.while_loop(lambda i, v: i < n, lambda i, v: (i + 1, v * 3.0 + 1.0), [tf.constant(0), x])[1]
@@ -105,14 +118,7 @@ def test_error_in_compiled_loop_body_names_the_node():
     model = convert(f, [S((), tf.int32), S((4,), tf.float32)], key="programs-failing-body")
     # Fail on the 30th MUL, in the third invoke: the WHILE runs its callees' programs from its
     # first eval on, and the main subgraph is compiled by then too.
-    interpreter = numlite.Interpreter(model_content=model, custom_ops={"MUL": _failing_mul(29)})
-    interpreter.allocate_tensors()
-    _feed(interpreter, [np.int32(10), np.zeros(4, np.float32)])
-    interpreter.invoke()
-    interpreter.invoke()
-    with pytest.raises(numlite.InvokeError) as info:
-        interpreter.invoke()
-    message = str(info.value)
+    message = _third_invoke_error(model, 10, _failing_mul(29))
     assert message.startswith("subgraph 0, node 0 (WHILE) failed: subgraph 2, node")
     assert "(MUL) failed: ValueError: boom" in message
 
@@ -371,14 +377,7 @@ def test_error_in_a_nested_loop_body_names_the_inner_node():
 
     model = convert(f, [S((), tf.int32), S((4,), tf.float32)], key="programs-failing-nested")
     # 2 outer x 3 inner MULs per invoke: fail in the third invoke, when both loops are compiled.
-    interpreter = numlite.Interpreter(model_content=model, custom_ops={"MUL": _failing_mul(14)})
-    interpreter.allocate_tensors()
-    _feed(interpreter, [np.int32(2), np.zeros(4, np.float32)])
-    interpreter.invoke()
-    interpreter.invoke()
-    with pytest.raises(numlite.InvokeError) as info:
-        interpreter.invoke()
-    message = str(info.value)
+    message = _third_invoke_error(model, 2, _failing_mul(14))
     assert message.startswith("subgraph 0, node 0 (WHILE) failed: subgraph "), message
     assert message.count("(WHILE) failed") == 2, message  # the outer and the inner loop
     assert "(MUL) failed: ValueError: boom" in message, message
