@@ -273,6 +273,8 @@ def fused_activation(options: Options | None) -> Callable[[np.ndarray], None] | 
 # C function the public one wraps): 0.09 us instead of 0.2 on the small arrays of loop states,
 # where control flow copies most. Same arguments, same casting rule, same result.
 copy_into: Callable[..., None] = getattr(np.copyto, "_implementation", np.copyto)
+# ``np.dot(a, b, out)`` likewise (0.32 us instead of 0.48 on a loop body's [1, 32] x [32, 128]).
+dot_into: Callable[..., np.ndarray] = getattr(np.dot, "_implementation", np.dot)
 
 
 def scratch(shape: tuple[int, ...], dtype: Any, fill: float | None = None) -> np.ndarray:

@@ -45,7 +45,7 @@ from typing import Sequence
 
 import numpy as np
 
-from numlite.kernels.base import Kernel, Spec, TensorInfo, register, scratch
+from numlite.kernels.base import Kernel, Spec, TensorInfo, dot_into, register, scratch
 from numlite.kernels.hybrid import asymmetric_quantize, symmetric_quantize
 
 FLOAT = np.dtype(np.float32)
@@ -556,7 +556,7 @@ class FastLstm:
     def _loop(self, plan: _Plan, params: LstmParams) -> None:
         # np.dot: less per-call overhead than np.matmul at these sizes (tmp is C-contiguous, as it needs);
         # outputs positional: keyword arguments cost a ufunc call more than the work here
-        dot, matmul, add, multiply, exp, reciprocal = np.dot, np.matmul, np.add, np.multiply, np.exp, np.reciprocal
+        dot, matmul, add, multiply, exp, reciprocal = dot_into, np.matmul, np.add, np.multiply, np.exp, np.reciprocal
         act = _activation_call(params.activation)
         cell_clip, proj_clip = params.cell_clip, params.proj_clip
         recurrent, tmp, ig, c = self.recurrent, plan.tmp, plan.ig, plan.c
@@ -654,7 +654,7 @@ class TanhLstm(FastLstm):
 
     def loop(self, plan: _Plan, params: LstmParams) -> None:
         """The time loop in nine calls a step (plus the clips and projection when present)."""
-        dot, matmul, add, multiply, tanh = np.dot, np.matmul, np.add, np.multiply, np.tanh
+        dot, matmul, add, multiply, tanh = dot_into, np.matmul, np.add, np.multiply, np.tanh
         cell_clip, proj_clip = params.cell_clip, params.proj_clip
         recurrent, tmp, products, act = self.recurrent, plan.tmp, plan.ig, plan.ptmp
         fc, ig = products[:, :self.n], products[:, self.n:]
