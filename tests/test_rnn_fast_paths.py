@@ -88,3 +88,28 @@ def test_lstm_kernel_on_other_arrays(variant):
     interpreter.invoke()  # back on the interpreter's arrays, whose states saw one invoke
     output = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
     assert_close(output, expected[1][0], what="interpreter, invoke 1: ")
+
+
+STACKED_VARIANTS = {  # tanh LSTMs without projection: TanhLstm's stacked product [h | x_t | 1]
+    "batch_1": dict(steps=9, batch=1, n_input=5, n_cell=8),
+    "batch_3_clip": dict(steps=7, batch=3, n_input=4, n_cell=6, cell_clip=0.3),
+    "time_major_batch_2": dict(steps=6, batch=2, n_input=3, n_cell=5, time_major=True),
+}
+
+
+@pytest.mark.parametrize("stacked", [True, False], ids=["stacked", "input_product_per_sequence"])
+@pytest.mark.parametrize("variant", sorted(STACKED_VARIANTS))
+def test_tanh_lstm_stacked_step_product(variant, stacked, monkeypatch):
+    """Each step's gates as one product of ``[h | x_t | 1]`` with the stacked weights (inputs up
+    to ``STACKED_MAX_INPUTS`` wide), or the sequence's input product once and the recurrent one
+    per step: both give LiteRT's outputs and states over invokes that carry the state."""
+    from numlite.kernels import rnn
+
+    monkeypatch.setattr(rnn, "STACKED_MAX_INPUTS", 64 if stacked else 0)
+    model, x = unidirectional_lstm(seed=3, **STACKED_VARIANTS[variant])
+    assert_matches_litert(model, [x])
+    interpreter = numlite.Interpreter(model_content=model)
+    run_invokes(interpreter, [x], invokes=1)
+    (step,) = interpreter.subgraph(0).steps
+    fast = getattr(step.kernel, "impl", step.kernel).lstm.fast
+    assert isinstance(fast, rnn.TanhLstm) and (fast.plan_.xh is not None) == stacked
