@@ -119,7 +119,10 @@ class Tanh(Activation):
             np.tanh(x, out=out)
 
 
-_ONE = np.float32(1)
+# Constants of small-array ufunc calls as 0-d float32 arrays: the same values and types as
+# np.float32 scalars, but a scalar operand costs NumPy 2 about 0.16 us more per call
+# (0.39 us against 0.23 for an add on 32 values), which a loop body's LOGISTIC pays twice.
+_ONE = np.array(1, np.float32)
 
 
 def _logistic(x: np.ndarray, out: np.ndarray) -> None:

@@ -276,7 +276,7 @@ class Mean(Reducer):
         else:
             product = (self.ones, x.reshape(before, reduced, after), sums)
         call = np.dot if before == 1 or after == 1 else np.matmul  # dot: less overhead per call
-        self.divisor = np.float32(self.count)
+        self.divisor = np.array(self.count, np.float32)  # 0-d: cheaper than a scalar operand
         return (x, out, call, product, sums)
 
 
