@@ -17,9 +17,9 @@ from numlite.kernels.base import fused_activation
 from numlite.model.ir import Options
 
 try:  # the clip ufunc itself: np.clip adds a few microseconds of Python around it per call
-    from numpy._core.umath import clip as _clip
+    from numpy._core.umath import clip as clip_ufunc
 except ImportError:  # pragma: no cover - other NumPy layouts
-    _clip = np.clip
+    clip_ufunc = np.clip
 
 # Bounds as 0-d float32 arrays: a scalar operand costs NumPy 2 about 0.2 us more per call,
 # which counts on the small arrays of loop bodies (activations.py).
@@ -40,6 +40,6 @@ def clamp(options: Options | None) -> Callable[[np.ndarray], None] | None:
     low, high = _RANGES[code]
 
     def apply(x: np.ndarray) -> None:
-        _clip(x, low, high, x)
+        clip_ufunc(x, low, high, x)
 
     return apply
