@@ -144,3 +144,22 @@ def test_local_response_normalization_rejects_rank_3():
         run_litert(data, [np.ones((3, 3, 8), np.float32)])
     with pytest.raises(numlite.PrepareError, match="rank 4"):
         numlite.Interpreter(model_content=data).allocate_tensors()
+
+
+@pytest.mark.parametrize("beta", [1.0, 0.5])
+@pytest.mark.parametrize("shape", [(1, 10), (4, 6)], ids=str)
+def test_softmax_views_reused_across_invokes(shape, beta):
+    """SOFTMAX reduces into a buffer of its own, on views of its arrays made at the first
+    invoke (one row: a vector and 0-d maximum and sum): new logits at every invoke of one
+    interpreter still give LiteRT's probabilities."""
+    model = read_model(convert(lambda x: tf.nn.softmax(x), [tf.TensorSpec(shape, tf.float32)], key=("softmax", shape)))
+    model.subgraphs[0].operators[0].builtin_options.beta = beta
+    content = write_model(model)
+    interpreter = numlite.Interpreter(model_content=content)
+    interpreter.allocate_tensors()
+    for seed in range(3):
+        x = np.random.default_rng(seed).uniform(-4, 4, shape).astype(np.float32)
+        interpreter.set_tensor(interpreter.get_input_details()[0]["index"], x)
+        interpreter.invoke()
+        actual = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
+        np.testing.assert_allclose(actual, run_litert(content, [x])[0], rtol=1e-5, atol=1e-5)
