@@ -42,24 +42,33 @@ SUPPORTED = _LIBM is not None
 
 
 class FlushDenormals:
-    """Context manager: denormals are zero inside, the caller's FP environment restored after."""
+    """Context manager: denormals are zero inside, the caller's FP environment restored after.
 
-    __slots__ = ("_saved", "_flushing")
+    Entering reads the caller's environment and sets it with the flush bits added; the
+    flushing environment is derived again only when the caller's differs from the last one
+    seen (an invoke costs two C calls, not a copy and two field updates as well)."""
+
+    __slots__ = ("_saved", "_flushing", "_last", "_saved_ref", "_flushing_ref")
 
     def __init__(self) -> None:
         env_type, _, _ = _FLUSH_BITS.get(_MACHINE, (_X86Env, "", 0))
         self._saved = env_type()
         self._flushing = env_type()
+        self._last = b""  # the caller's environment the flushing one was derived from
+        self._saved_ref, self._flushing_ref = ctypes.byref(self._saved), ctypes.byref(self._flushing)
 
     def __enter__(self) -> FlushDenormals:
         if _LIBM is not None:
-            _, field, bits = _FLUSH_BITS[_MACHINE]
-            _LIBM.fegetenv(ctypes.byref(self._saved))
-            ctypes.memmove(ctypes.byref(self._flushing), ctypes.byref(self._saved), ctypes.sizeof(self._saved))
-            setattr(self._flushing, field, getattr(self._saved, field) | bits)
-            _LIBM.fesetenv(ctypes.byref(self._flushing))
+            _LIBM.fegetenv(self._saved_ref)
+            saved = bytes(self._saved)
+            if saved != self._last:
+                _, field, bits = _FLUSH_BITS[_MACHINE]
+                ctypes.memmove(self._flushing_ref, self._saved_ref, ctypes.sizeof(self._saved))
+                setattr(self._flushing, field, getattr(self._saved, field) | bits)
+                self._last = saved
+            _LIBM.fesetenv(self._flushing_ref)
         return self
 
     def __exit__(self, *exc: Any) -> None:
         if _LIBM is not None:
-            _LIBM.fesetenv(ctypes.byref(self._saved))
+            _LIBM.fesetenv(self._saved_ref)
