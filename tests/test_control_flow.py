@@ -396,6 +396,19 @@ def test_cond_branches_duplicate_and_swap_inputs(pred):
     check(model, fn, [np.array(pred), f32(3, seed=1), f32(3, seed=2)])
 
 
+def test_cond_swap_on_repeated_invokes():
+    """The same IF on one interpreter, its predicate alternating over invokes: from the second
+    invoke the main subgraph is compiled and calls the IF directly (``If.direct``), whose
+    branches copy pass-through, duplicated and constant outputs into the IF's outputs."""
+    fn = lambda p, x, y: tf.cond(p, lambda: (y, x, x), lambda: (x * 2.0, tf.constant([5.0, 6.0, 7.0]), y))
+    model = convert(fn, [S((), tf.bool), S((3,), tf.float32), S((3,), tf.float32)], key="cond_swap")
+    pair = Pair(model)
+    for k, pred in enumerate([True, False, True, True, False, False, True]):
+        pair.run([np.array(pred), f32(3, seed=10 + k), f32(3, seed=20 + k)])
+    program = pair.numlite.subgraph(0)._program
+    assert program is not None and [fn.__qualname__ for _, fn, _ in program.calls] == ["If._bound_call.<locals>.call"]
+
+
 # ----------------------------------------------------------------------------- nesting
 
 
