@@ -402,10 +402,16 @@ def test_cond_swap_on_repeated_invokes():
     branches copy pass-through, duplicated and constant outputs into the IF's outputs."""
     fn = lambda p, x, y: tf.cond(p, lambda: (y, x, x), lambda: (x * 2.0, tf.constant([5.0, 6.0, 7.0]), y))
     model = convert(fn, [S((), tf.bool), S((3,), tf.float32), S((3,), tf.float32)], key="cond_swap")
-    pair = Pair(model)
+    interpreter = numlite.Interpreter(model_content=model)
+    interpreter.allocate_tensors()  # once: the invokes after the first run the compiled plan
     for k, pred in enumerate([True, False, True, True, False, False, True]):
-        pair.run([np.array(pred), f32(3, seed=10 + k), f32(3, seed=20 + k)])
-    program = pair.numlite.subgraph(0)._program
+        inputs = [np.array(pred), f32(3, seed=10 + k), f32(3, seed=20 + k)]
+        for d, value in zip(interpreter.get_input_details(), inputs):
+            interpreter.set_tensor(d["index"], value)
+        interpreter.invoke()
+        for j, expected in enumerate(run_litert(model, inputs)):
+            assert_close(interpreter.get_tensor(interpreter.get_output_details()[j]["index"]), expected, what=f"invoke {k}, output {j}: ")
+    program = interpreter.subgraph(0)._program
     assert program is not None and [fn.__qualname__ for _, fn, _ in program.calls] == ["If._bound_call.<locals>.call"]
 
 
