@@ -853,3 +853,22 @@ def test_compiled_loop_copies_in_and_out_as_the_watched_loop_does(n):
             assert_close(actual[0], expected[0], rtol=1e-5, atol=1e-5)
         counted.append(interpreter.control_flow_counters["bytes_copied"])
     assert counted[0] == counted[1] == (4 + 4 + 64 * 4) + (4 + 64 * 4) * (n % 2), counted
+
+
+def test_compiled_main_subgraph_counts_its_loop_copies():
+    """From the second invoke on one allocation, the compiled main subgraph calls its WHILE
+    directly (``While.direct``): the loop's copies in and out are still counted, as the first
+    invoke (``eval``) counts them, and the outputs still match LiteRT's."""
+    model = convert(_vector_loop, [S((), tf.int32), S((64,), tf.float32)], key="vector_loop")
+    interpreter = numlite.Interpreter(model_content=model)
+    interpreter.allocate_tensors()
+    for n in (7, 7, 4, 7, 0):
+        inputs = [i32(n), f32(64, seed=21)]
+        for d, value in zip(interpreter.get_input_details(), inputs):
+            interpreter.set_tensor(d["index"], value)
+        interpreter.invoke()
+        actual = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
+        assert_close(actual, run_litert(model, inputs)[0], what=f"n={n}: ")
+        assert interpreter.control_flow_counters["bytes_copied"] == (4 + 4 + 64 * 4) + (4 + 64 * 4) * (n % 2), n
+    program = interpreter.subgraph(0)._program
+    assert program is not None and [fn.__qualname__ for _, fn, _ in program.calls] == ["While._bound_call.<locals>.call"]
