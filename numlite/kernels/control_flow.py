@@ -138,6 +138,23 @@ def _run(program: "Program") -> None:
         raise program.error(e) from e
 
 
+def _run_loop(loop: "LoopProgram", interpreter) -> None:
+    """Run a WHILE's compiled loop (its errors name the node that raised them) and count the
+    bytes it copied."""
+    try:
+        phase, iterations = loop.run()
+    except (PrepareError, CancelledError):
+        raise
+    except Exception as e:
+        failed = loop.error(e)
+        if failed is e:
+            raise
+        raise failed from e
+    nbytes = loop.bytes_copied(phase, iterations)
+    if nbytes:
+        interpreter.control_flow_counters["bytes_copied"] += nbytes
+
+
 def _truth(cond: np.ndarray) -> bool:
     if cond.size != 1:
         raise NumliteError(f"the condition must have one element, it has shape {cond.shape}")
@@ -316,21 +333,11 @@ class While(SubgraphCall):
             for sg in (cond, body):  # callees may be shared with another op of other shapes
                 self.ensure_prepared(sg, self.shapes)
             self.ready = (cond.generation, body.generation)
-        if not self.node.runtime.interpreter.watching:
+        interpreter = self.node.runtime.interpreter
+        if not interpreter.watching:
             loop = self._loop_program(ins, outs)
             if loop is not None:
-                try:
-                    phase, iterations = loop.run()
-                except (PrepareError, CancelledError):
-                    raise
-                except Exception as e:
-                    error = loop.error(e)
-                    if error is e:
-                        raise
-                    raise error from e
-                nbytes = loop.bytes_copied(phase, iterations)
-                if nbytes:
-                    self.counters["bytes_copied"] += nbytes
+                _run_loop(loop, interpreter)
                 return
         # watched (hooks around every node) or a callee with dynamic nodes
         self.copy_all(outs, ins)
@@ -360,23 +367,12 @@ class While(SubgraphCall):
         interpreter = self.node.runtime.interpreter
         cond, body = self.cond, self.body
         generations = (cond.generation, body.generation)
-        eval_, run, error, bytes_copied = self.eval, loop.run, loop.error, loop.bytes_copied
+        eval_ = self.eval
 
         def call() -> None:
             if interpreter.watching or (cond.generation, body.generation) != generations:
                 return eval_(ins, outs)
-            try:
-                phase, iterations = run()
-            except (PrepareError, CancelledError):
-                raise
-            except Exception as e:
-                failed = error(e)
-                if failed is e:
-                    raise
-                raise failed from e
-            nbytes = bytes_copied(phase, iterations)
-            if nbytes:
-                interpreter.control_flow_counters["bytes_copied"] += nbytes
+            _run_loop(loop, interpreter)
 
         return call
 
