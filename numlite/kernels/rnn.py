@@ -463,7 +463,7 @@ class _Plan:
     """The time loop's views for one binding of a direction's arrays (output, states, input
     layout): each step's gate blocks and output rows, and the loop's temporaries."""
 
-    __slots__ = ("key", "states", "gates", "steps", "h", "c", "c3", "rows", "tmp", "ig", "ptmp", "xh", "hs", "order")
+    __slots__ = ("key", "states", "gates", "steps", "h", "c", "c3", "rows", "tmp", "ig", "ptmp", "xh", "hs", "order", "product")
 
     def __init__(self) -> None:
         self.xh = None  # TanhLstm's rows [h | x_t | 1] when it stacks its weights
@@ -687,16 +687,17 @@ class TanhLstm(FastLstm):
         rows = np.empty((2, batch, 5 * n), FLOAT)  # [c | g | f | i | o], alternating
         plan.rows = rows
         # matmul where the gates' block of a row is not one run (a batch of several)
-        product = dot_into if batch == 1 else np.matmul
+        plan.product = dot_into if batch == 1 else np.matmul
         plan.steps = []
         for k in range(steps):
             row, following = rows[k % 2], rows[(k + 1) % 2]
-            plan.steps.append((product, plan.xh[k], row[:, n:], row[:, 2 * n:], row[:, 2 * n:4 * n], row[:, :2 * n],
+            plan.steps.append((plan.xh[k], row[:, n:], row[:, 2 * n:], row[:, 2 * n:4 * n], row[:, :2 * n],
                                row[:, 4 * n:], following[:, :n], plan.xh[k + 1, :, :n_out]))
         plan.order = slice(None, None, -1) if reverse else slice(None)  # step k's time index
         plan.hs = (out[plan.order][:, :, columns], plan.xh[1:, :, :n_out])
         plan.h = h.reshape(batch, n_out)
         plan.c = c.reshape(batch, n)
+        plan.tmp = None  # the recurrent product goes straight into the gates
         plan.ig = np.empty((batch, 2 * n), FLOAT)  # [f * c | i * g]
         plan.ptmp = np.empty((batch, n), FLOAT)  # tanh(c)
         return plan
@@ -709,21 +710,27 @@ class TanhLstm(FastLstm):
 
     def loop(self, plan: _Plan, params: LstmParams) -> None:
         """The time loop in nine calls a step (plus the clips and projection when present),
-        eight with stacked weights."""
-        if plan.xh is not None:
-            return self._stacked_loop(plan, params)
+        eight with stacked weights (a step's first item is then its row ``[h | x_t | 1]``,
+        else its share of the input product)."""
         dot, matmul, add, multiply, tanh = dot_into, np.matmul, np.add, np.multiply, np.tanh
         cell_clip, proj_clip = params.cell_clip, params.proj_clip
         recurrent, tmp, products, act = self.recurrent, plan.tmp, plan.ig, plan.ptmp
         fc, ig = products[:, :self.n], products[:, self.n:]
         projection, projection_bias = self.projection, self.projection_bias
         half = _HALF
+        stacked = plan.xh is not None
+        if stacked:
+            product, weights = plan.product, self.stacked
+            np.copyto(plan.xh[0, :, :self.n_output], plan.h)  # the first step's h
         np.copyto(plan.rows[0, :, :self.n], plan.c)  # the first step's c
         prev = plan.h
         c_new = None
-        for pre, active, sig, fi, cg, o, c_new, h in plan.steps:
-            dot(prev, recurrent, tmp)
-            add(pre, tmp, active)
+        for source, active, sig, fi, cg, o, c_new, h in plan.steps:
+            if stacked:
+                product(source, weights, active)
+            else:
+                dot(prev, recurrent, tmp)
+                add(source, tmp, active)
             tanh(active, active)
             multiply(sig, half, sig)  # sigmoid(z) = 0.5 + 0.5 tanh(z / 2)
             add(sig, half, sig)
@@ -741,32 +748,9 @@ class TanhLstm(FastLstm):
                     add(h, projection_bias, h)
                 _clip(h, proj_clip)
             prev = h
+        if stacked:
+            np.copyto(*plan.hs)  # every step's h into the output, in time order
         np.copyto(plan.h, prev)
-        np.copyto(plan.c, c_new)
-
-    def _stacked_loop(self, plan: _Plan, params: LstmParams) -> None:
-        add, multiply, tanh = np.add, np.multiply, np.tanh
-        cell_clip, stacked = params.cell_clip, self.stacked
-        products, act = plan.ig, plan.ptmp
-        fc, ig = products[:, : self.n], products[:, self.n :]
-        half = _HALF
-        n_out = self.n_output
-        np.copyto(plan.xh[0, :, :n_out], plan.h)  # the first step's h and c
-        np.copyto(plan.rows[0, :, : self.n], plan.c)
-        c_new = plan.c
-        for product, xh, active, sig, fi, cg, o, c_new, h in plan.steps:
-            product(xh, stacked, active)
-            tanh(active, active)
-            multiply(sig, half, sig)  # sigmoid(z) = 0.5 + 0.5 tanh(z / 2)
-            add(sig, half, sig)
-            multiply(fi, cg, products)
-            add(fc, ig, c_new)
-            if cell_clip > 0:
-                _clip(c_new, cell_clip)
-            tanh(c_new, act)
-            multiply(o, act, h)
-        np.copyto(*plan.hs)  # every step's h into the output, in time order
-        np.copyto(plan.h, plan.xh[-1, :, :n_out])
         np.copyto(plan.c, c_new)
 
 
