@@ -256,6 +256,14 @@ def _check_positions(idx: np.ndarray, limit: int, what: str) -> None:
         raise InvokeError(f"{what} index {int(bad)} is out of range [0, {limit})")
 
 
+def _gather_row(x: np.ndarray, pos: np.ndarray, out: np.ndarray) -> None:
+    """``out = x[pos]`` for a 0-d position, checked as LiteRT checks it."""
+    i = pos.item()
+    if not 0 <= i < x.shape[0]:
+        raise InvokeError(f"gather index {i} is out of range [0, {x.shape[0]})")
+    copy_into(out, x[i])
+
+
 @register("GATHER")
 class Gather(Kernel):
     """``params`` indexed along ``axis`` by ``positions``, with leading ``batch_dims`` shared."""
@@ -288,6 +296,13 @@ class Gather(Kernel):
             self.positions_shape = (batch, 1, -1)
             self.grid = (np.arange(batch).reshape(-1, 1, 1), np.arange(outer).reshape(1, -1, 1))
         return [Spec(shape, x.dtype)]
+
+    def direct(self, ins, outs):
+        """One position along the first axis (a loop reading its time step): one function
+        call on the arrays; see ``numlite.interpreter.runtime.direct_call``."""
+        if not self.single or self.axis != 0 or any(a is None for a in (*ins, *outs)):
+            return None
+        return _gather_row, (ins[0], ins[1], outs[0])
 
     def eval(self, ins, outs):
         x, pos = ins
