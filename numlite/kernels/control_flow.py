@@ -243,11 +243,11 @@ class If(SubgraphCall):
         interpreter = self.node.runtime.interpreter
         (then_program, then_copies), (else_program, else_copies) = programs
         then_branch, else_branch = self.branches
-        generations = (then_branch.generation, else_branch.generation)
+        then_generation, else_generation = then_branch.generation, else_branch.generation
         cond, eval_, copy_all = ins[0], self.eval, self.copy_all
 
         def call() -> None:
-            if interpreter.watching or (then_branch.generation, else_branch.generation) != generations:
+            if interpreter.watching or then_branch.generation != then_generation or else_branch.generation != else_generation:
                 return eval_(ins, outs)
             if cond.item():
                 program, copies = then_program, then_copies
@@ -366,11 +366,11 @@ class While(SubgraphCall):
     def _bound_call(self, ins: list, outs: list, loop: "LoopProgram"):
         interpreter = self.node.runtime.interpreter
         cond, body = self.cond, self.body
-        generations = (cond.generation, body.generation)
+        cond_generation, body_generation = cond.generation, body.generation
         eval_ = self.eval
 
         def call() -> None:
-            if interpreter.watching or (cond.generation, body.generation) != generations:
+            if interpreter.watching or cond.generation != cond_generation or body.generation != body_generation:
                 return eval_(ins, outs)
             _run_loop(loop, interpreter)
 
