@@ -554,13 +554,13 @@ class LoopProgram:
     inputs into its outputs), then inlines both phases' node calls in one ``while`` loop, so
     that an iteration costs its nodes' calls and no more (no calls of the programs, no
     unpacking, no swapping of lists); when the loop ends in phase 1 it makes the ``exit``
-    copies (the scratch set into the outputs). It returns ``(phase, iterations)``: the phase
-    whose cond ended the loop and how many bodies ran (counted only when iterations copy bytes,
-    else 0). Nodes keep their cancellation check, and errors name the node that raised them
-    (:meth:`error`).
+    copies (the scratch set into the outputs). Before returning it adds the bytes it copied to
+    the interpreter's ``control_flow_counters`` (a constant per way out of the loop, or one
+    that grows with the iterations when the phases copy too). Nodes keep their cancellation
+    check, and errors name the node that raised them (:meth:`error`).
     """
 
-    __slots__ = ("run", "copied_bytes", "entry_bytes", "exit_bytes", "_generated")
+    __slots__ = ("run", "_generated")
 
     def __init__(
         self,
@@ -576,36 +576,34 @@ class LoopProgram:
             for dst, src in pairs:
                 generated.line(f"{copy}({generated.name(dst)}, {generated.name(src)})", indent)
 
-        counted = any(pairs for _, _, _, pairs in phases)  # iterations matter only for copies
+        per_phase = [sum(dst.nbytes for dst, _ in pairs) for _, _, _, pairs in phases]
+        counted = any(per_phase)  # iterations matter only for copies
+
+        def leave(phase: int, indent: int) -> None:
+            """Count the bytes copied (phases alternate from phase 0: ``n`` bodies ran) and return."""
+            fixed = sum(dst.nbytes for dst, _ in entry) + (sum(dst.nbytes for dst, _ in exit) if phase == 1 else 0)
+            total = f"{fixed} + (n + 1) // 2 * {per_phase[0]} + n // 2 * {per_phase[-1]}" if counted else str(fixed)
+            if counted or fixed:
+                generated.line(f'c0.control_flow_counters["bytes_copied"] += {total}', indent)
+            generated.line("return", indent)
+
         copies(entry, 2)
         generated.line("n = 0")
         generated.line("while True:")
-        self.copied_bytes = []
         for phase, (cond, truth, body, pairs) in enumerate(phases):
             for step, fn, args in cond.calls:
                 generated.node(cond.runtime, step, fn, args, indent=3)
-            if phase == 1 and exit:
-                generated.line(f"if not {generated.name(truth)}.item():", indent=3)
+            generated.line(f"if not {generated.name(truth)}.item():", indent=3)
+            if phase == 1:
                 copies(exit, 4)
-                generated.line(f"return {phase}, n", indent=4)
-            else:
-                generated.line(f"if not {generated.name(truth)}.item(): return {phase}, n", indent=3)
+            leave(phase, 4)
             for step, fn, args in body.calls:
                 generated.node(body.runtime, step, fn, args, indent=3)
             copies(pairs, 3)
             if counted:
                 generated.line("n += 1", indent=3)
-            self.copied_bytes.append(sum(dst.nbytes for dst, _ in pairs))
-        self.entry_bytes = sum(dst.nbytes for dst, _ in entry)
-        self.exit_bytes = sum(dst.nbytes for dst, _ in exit)
-        self.run: Callable[[], tuple[int, int]] = generated.compile("<numlite while loop>")
+        self.run: Callable[[], None] = generated.compile("<numlite while loop>")
         self._generated = generated
-
-    def bytes_copied(self, phase: int, iterations: int) -> int:
-        """Bytes a run that ended in ``phase`` after ``iterations`` bodies copied (phases
-        alternate from phase 0)."""
-        looped = (iterations + 1) // 2 * self.copied_bytes[0] + iterations // 2 * self.copied_bytes[-1]
-        return self.entry_bytes + looped + (self.exit_bytes if phase == 1 else 0)
 
     def error(self, e: Exception) -> Exception:
         """The ``InvokeError`` naming the node that raised ``e`` in ``run()`` (``e`` itself when

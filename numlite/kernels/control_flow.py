@@ -138,11 +138,11 @@ def _run(program: "Program") -> None:
         raise program.error(e) from e
 
 
-def _run_loop(loop: "LoopProgram", interpreter) -> None:
-    """Run a WHILE's compiled loop (its errors name the node that raised them) and count the
-    bytes it copied."""
+def _run_loop(loop: "LoopProgram") -> None:
+    """Run a WHILE's compiled loop (which counts the bytes it copies); its errors name the node
+    that raised them."""
     try:
-        phase, iterations = loop.run()
+        loop.run()
     except (PrepareError, CancelledError):
         raise
     except Exception as e:
@@ -150,9 +150,6 @@ def _run_loop(loop: "LoopProgram", interpreter) -> None:
         if failed is e:
             raise
         raise failed from e
-    nbytes = loop.bytes_copied(phase, iterations)
-    if nbytes:
-        interpreter.control_flow_counters["bytes_copied"] += nbytes
 
 
 def _truth(cond: np.ndarray) -> bool:
@@ -333,11 +330,10 @@ class While(SubgraphCall):
             for sg in (cond, body):  # callees may be shared with another op of other shapes
                 self.ensure_prepared(sg, self.shapes)
             self.ready = (cond.generation, body.generation)
-        interpreter = self.node.runtime.interpreter
-        if not interpreter.watching:
+        if not self.node.runtime.interpreter.watching:
             loop = self._loop_program(ins, outs)
             if loop is not None:
-                _run_loop(loop, interpreter)
+                _run_loop(loop)
                 return
         # watched (hooks around every node) or a callee with dynamic nodes
         self.copy_all(outs, ins)
@@ -372,7 +368,7 @@ class While(SubgraphCall):
         def call() -> None:
             if interpreter.watching or cond.generation != cond_generation or body.generation != body_generation:
                 return eval_(ins, outs)
-            _run_loop(loop, interpreter)
+            _run_loop(loop)
 
         return call
 
