@@ -647,7 +647,7 @@ def test_gather_of_one_position_on_repeated_invokes():
         interpreter.invoke()
         actual = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
         np.testing.assert_array_equal(actual, run_litert(model, inputs)[0])
-    assert any(fn.__name__ == "_gather_row" for _, fn, _ in interpreter.subgraph(0)._program.calls)
+    assert any(fn.__name__ == "_gather_position" for _, fn, _ in interpreter.subgraph(0)._program.calls)
     interpreter.set_tensor(interpreter.get_input_details()[1]["index"], np.array(5, np.int32))
     with pytest.raises(numlite.InvokeError, match=r"node \d+ \(GATHER\) failed: gather index 5 is out of range \[0, 5\)"):
         interpreter.invoke()

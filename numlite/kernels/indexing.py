@@ -256,12 +256,12 @@ def _check_positions(idx: np.ndarray, limit: int, what: str) -> None:
         raise InvokeError(f"{what} index {int(bad)} is out of range [0, {limit})")
 
 
-def _gather_row(x: np.ndarray, pos: np.ndarray, out: np.ndarray) -> None:
-    """``out = x[pos]`` for a 0-d position, checked as LiteRT checks it."""
+def _gather_position(x: np.ndarray, pos: np.ndarray, out: np.ndarray, axis: int = 0) -> None:
+    """``out = x[..., pos, ...]`` (``pos`` 0-d, on ``axis``), checked as LiteRT checks it."""
     i = pos.item()
-    if not 0 <= i < x.shape[0]:
-        raise InvokeError(f"gather index {i} is out of range [0, {x.shape[0]})")
-    copy_into(out, x[i])
+    if not 0 <= i < x.shape[axis]:
+        raise InvokeError(f"gather index {i} is out of range [0, {x.shape[axis]})")
+    copy_into(out, x[(slice(None),) * axis + (i,)] if axis else x[i])
 
 
 @register("GATHER")
@@ -286,7 +286,6 @@ class Gather(Kernel):
         self.axis, self.batch_dims = axis, batch_dims
         # One position (a loop's time step): a plain index, no gather machinery.
         self.single = pos.shape == () and not batch_dims
-        self.lead = (slice(None),) * axis
         shape = x.shape[:axis] + pos.shape[batch_dims:] + x.shape[axis + 1 :]
         if batch_dims:
             batch = int(np.prod(x.shape[:batch_dims], dtype=np.int64))
@@ -302,15 +301,12 @@ class Gather(Kernel):
         call on the arrays; see ``numlite.interpreter.runtime.direct_call``."""
         if not self.single or self.axis != 0 or any(a is None for a in (*ins, *outs)):
             return None
-        return _gather_row, (ins[0], ins[1], outs[0])
+        return _gather_position, (ins[0], ins[1], outs[0])
 
     def eval(self, ins, outs):
         x, pos = ins
         if self.single:
-            i = pos.item()
-            if not 0 <= i < x.shape[self.axis]:
-                raise InvokeError(f"gather index {i} is out of range [0, {x.shape[self.axis]})")
-            copy_into(outs[0], x[self.lead + (i,)])
+            _gather_position(x, pos, outs[0], self.axis)
             return
         _check_positions(pos, x.shape[self.axis], "gather")
         if not self.batch_dims:
