@@ -7,6 +7,7 @@ import tensorflow as tf
 
 import numlite
 from helpers import assert_matches_litert, convert, op_names, run_litert, run_numlite
+from numlite.kernels.base import dot_into
 from numlite.model import read_model, write_model
 
 REDUCERS = {
@@ -378,20 +379,25 @@ def test_logical_reduce_rejects_non_bool(name):
     [((1, 6, 6, 8), [1, 2]), ((2, 6, 6, 8), [1, 2]), ((3, 40), [1]), ((20, 3), [0])],
     ids=["global pool", "global pool, batch 2", "last axis", "first axis"],
 )
-def test_float_mean_as_one_product_on_repeated_invokes(shape, axes):
-    """A float32 MEAN over consecutive axes of 16 values or more is one BLAS product with ones
-    and a division, on views made at the first invoke and reused: new data at each invoke must
-    still match LiteRT (order-one means: values offset from zero)."""
-    model = _reduce_model("MEAN", shape, axes, False)
+@pytest.mark.parametrize("name", ["MEAN", "SUM"])
+def test_float_mean_and_sum_as_one_product_on_repeated_invokes(name, shape, axes):
+    """A float32 MEAN or SUM over consecutive axes of 16 values or more is one BLAS product with
+    ones (and MEAN's division), on views made at the first invoke (MEAN) or when the plan is
+    compiled at the second (SUM's direct call), then reused: new data at each invoke of one
+    allocation must still match LiteRT (order-one results: values offset from zero)."""
+    model = _reduce_model(name, shape, axes, False)
     interpreter = numlite.Interpreter(model_content=model)
+    interpreter.allocate_tensors()
     for seed in range(3):
         x = np.random.default_rng(seed).uniform(0.5 * seed - 1, 2.0, shape).astype(np.float32)
         expected = run_litert(model, [x])[0]
-        interpreter.allocate_tensors()
         interpreter.set_tensor(interpreter.get_input_details()[0]["index"], x)
         interpreter.invoke()
         actual = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
         np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5)
-    (step,) = [st for st in interpreter.subgraph(0).steps if st.op_name == "MEAN"]
+    (step,) = [st for st in interpreter.subgraph(0).steps if st.op_name == name]
     kernel = getattr(step.kernel, "impl", step.kernel)  # the float kernel behind the dispatch
-    assert kernel.bound[2] is not None  # the product path ran
+    if name == "MEAN":
+        assert kernel.bound[2] is not None  # the product path ran
+    else:
+        assert interpreter.subgraph(0)._program.calls[0][1] in (np.matmul, dot_into)  # SUM direct
