@@ -19,7 +19,10 @@ Binding buffers costs nothing per call: the ops do not rebind their callees' ten
 but keep compiled programs of them (``SubgraphRuntime.program``) with the buffers substituted,
 one per arrangement of buffers (a WHILE has two: state in its outputs or in its scratch set).
 A WHILE inlines both arrangements' node calls into one generated loop (``runtime.LoopProgram``),
-so an iteration costs its nodes' calls and a read of the cond's boolean.
+so an iteration costs its nodes' calls and a read of the cond's boolean; the loop also makes
+the copies in and out and counts them. Inside a compiled program an IF or WHILE is one call
+(``direct``): a function bound to its arrays that checks only the hooks and its callees'
+generations before running the branch's program or the whole loop, and runs ``eval`` otherwise.
 Watched invokes (cancellation, profiling) and callees with dynamic nodes take the rebinding path,
 which calls the hooks around every node.
 """
