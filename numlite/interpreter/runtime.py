@@ -271,8 +271,16 @@ class SubgraphRuntime:
         """Put the arena's tensors in ``buffer`` (the interpreter moves them into one arena
         shared by all subgraphs); the caller rebinds the plan."""
         self.arena = buffer
+        # An output computed in place of its input gets the input's own array object, not a
+        # second view of the same bytes: NumPy recognises ``out is input`` at once, but spends
+        # ~0.16 us per ufunc call proving that two distinct views may overlap (0.34 against
+        # 0.19 us for a multiply on 32 values, a third of a loop body's small calls).
+        views: dict[tuple, np.ndarray] = {}
         for t, offset, nbytes in self.arena_plan:
-            self.arrays[t] = buffer[offset : offset + nbytes].view(self.dtypes[t]).reshape(self.shapes[t])
+            key = (offset, nbytes, self.dtypes[t], self.shapes[t])
+            if key not in views:
+                views[key] = buffer[offset : offset + nbytes].view(self.dtypes[t]).reshape(self.shapes[t])
+            self.arrays[t] = views[key]
 
     def _own_array(self, i: int) -> None:
         shape, dtype = self.shapes[i], self.dtypes[i]
