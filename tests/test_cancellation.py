@@ -67,3 +67,37 @@ def test_cancel_before_invoke_does_not_stop_it():
     feed(interpreter, 3)
     interpreter.cancel()
     interpreter.invoke()  # the flag is cleared when an invoke starts, as in LiteRT
+
+
+def test_cancel_from_inside_a_compiled_loop_stops_it_before_the_next_body():
+    """A compiled WHILE loop looks for cancel() before each cond and body (not each node): a
+    SIN overridden in Python that cancels at its 50th call is called 50 times, no more, and the
+    next invoke runs the loop to its end with LiteRT's results."""
+    model = endless_loop_model()
+    calls = []
+    interpreter = None
+
+    def sin(x, **_):
+        calls.append(1)
+        if len(calls) == 50:
+            interpreter.cancel()
+        return np.sin(x)
+
+    interpreter = numlite.Interpreter(model_content=model, custom_ops={"SIN": sin})
+    interpreter.allocate_tensors()
+    feed(interpreter, 5)
+    interpreter.invoke()
+    interpreter.invoke()  # the second invoke on the same arrays compiles the loop
+    (while_step,) = [s for s in interpreter.subgraph(0).steps if s.op_name == "WHILE"]
+    assert while_step.kernel.recent_loops, "the loop did not run compiled"
+    calls.clear()
+    feed(interpreter, 2**31 - 1)
+    with pytest.raises(numlite.CancelledError, match="cancelled before subgraph"):
+        interpreter.invoke()
+    assert len(calls) == 50
+
+    feed(interpreter, 7)
+    interpreter.invoke()
+    expected = run_litert(model, [np.array(7, np.int32), np.linspace(-1, 1, 8, dtype=np.float32)])
+    for d, value in zip(interpreter.get_output_details(), expected):
+        np.testing.assert_allclose(interpreter.get_tensor(d["index"]), value, rtol=1e-5, atol=1e-5)

@@ -180,7 +180,8 @@ class Interpreter:
 
     def cancel(self) -> None:
         """Stop the running invoke (from another thread) before its next operator, also inside
-        WHILE loops. The invoke raises ``CancelledError``; the next invoke runs normally."""
+        WHILE loops (a compiled loop looks before each cond and body, not each operator). The
+        invoke raises ``CancelledError``; the next invoke runs normally."""
         self._cancel_requested = True
         self.watching = True
 

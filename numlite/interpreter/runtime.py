@@ -441,7 +441,7 @@ class Generated:
     argument arrays, the runtimes and steps the hooks are told about) is a closure variable
     ``cN`` of the generated ``run``; ``c0`` is the interpreter. :meth:`node` appends one node:
     the check of ``interpreter.watching`` (so that ``cancel()`` from another thread stops the
-    invoke before the next node) and the call. ``run`` raising names its node through
+    invoke before the next node; a loop checks only before its cond and body) and the call. ``run`` raising names its node through
     :meth:`failed`, from the traceback's line: nothing is counted at run time.
     """
 
@@ -465,8 +465,14 @@ class Generated:
     def line(self, text: str, indent: int = 2) -> None:
         self.lines.append("    " * indent + text)
 
-    def node(self, runtime: "SubgraphRuntime", step: Step, fn: Callable[..., Any], args: Sequence[Any], indent: int = 2) -> None:
-        self.line(f"if c0.watching: c0.before_op({self.name(runtime)}, {self.name(step)})", indent)
+    def node(
+        self, runtime: "SubgraphRuntime", step: Step, fn: Callable[..., Any], args: Sequence[Any], indent: int = 2,
+        watched: bool = True,
+    ) -> None:
+        """Append the call of one node, after the check of ``interpreter.watching`` unless
+        ``watched`` is False (the caller checked it already)."""
+        if watched:
+            self.line(f"if c0.watching: c0.before_op({self.name(runtime)}, {self.name(step)})", indent)
         self.line(f"{self.name(fn)}({', '.join(self.name(a) for a in args)})", indent)
         self.nodes[self._HEADER + len(self.lines)] = (runtime, step)
 
@@ -564,8 +570,9 @@ class LoopProgram:
     unpacking, no swapping of lists); when the loop ends in phase 1 it makes the ``exit``
     copies (the scratch set into the outputs). Before returning it adds the bytes it copied to
     the interpreter's ``control_flow_counters`` (a constant per way out of the loop, or one
-    that grows with the iterations when the phases copy too). Nodes keep their cancellation
-    check, and errors name the node that raised them (:meth:`error`).
+    that grows with the iterations when the phases copy too). A ``cancel()`` stops it before
+    the next cond or body (the first node of each checks ``watching``), and errors name the
+    node that raised them (:meth:`error`).
     """
 
     __slots__ = ("run", "_generated")
@@ -599,14 +606,18 @@ class LoopProgram:
         generated.line("n = 0")
         generated.line("while True:")
         for phase, (cond, truth, body, pairs) in enumerate(phases):
-            for step, fn, args in cond.calls:
-                generated.node(cond.runtime, step, fn, args, indent=3)
+            # ``watching`` is checked once before the cond and once before the body, not before
+            # every node: a loop program runs only when it was false as the invoke began, so
+            # only a cancel() can set it (from another thread, or from a custom op in the loop),
+            # and 25 checks were 6% of an LSTM step of small nodes.
+            for k, (step, fn, args) in enumerate(cond.calls):
+                generated.node(cond.runtime, step, fn, args, indent=3, watched=k == 0)
             generated.line(f"if not {generated.name(truth)}.item():", indent=3)
             if phase == 1:
                 copies(exit, 4)
             leave(phase, 4)
-            for step, fn, args in body.calls:
-                generated.node(body.runtime, step, fn, args, indent=3)
+            for k, (step, fn, args) in enumerate(body.calls):
+                generated.node(body.runtime, step, fn, args, indent=3, watched=k == 0)
             copies(pairs, 3)
             if counted:
                 generated.line("n += 1", indent=3)
