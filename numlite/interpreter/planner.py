@@ -6,7 +6,8 @@ share bytes only if their lifetimes (first producing step to last consuming step
 not overlap, so an op's output never aliases one of its own inputs, with one exception: an
 element-wise op that may write over an input (``Kernel.inplace``, the runtime decides when)
 shares that input's memory when the input dies there (``shares``), as LiteRT's in-place ops do.
-A swish ``x * sigmoid(x)`` then needs two buffers of its size, not three.
+A swish ``x * sigmoid(x)`` then needs two buffers of its size, not three. Likewise the parts of
+a SPLIT along its outermost axis are the consecutive slices of a dying input's memory.
 """
 
 from __future__ import annotations
@@ -32,10 +33,11 @@ def _align(n: int) -> int:
     return (n + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
 
 
-def plan_arena(lifetimes: list[Lifetime], shares: dict[int, int] | None = None) -> tuple[dict[int, int], int]:
+def plan_arena(lifetimes: list[Lifetime], shares: dict[int, tuple[int, int]] | None = None) -> tuple[dict[int, int], int]:
     """Offsets for every tensor and the arena size they need, in bytes. ``shares`` maps a tensor
-    to one whose memory it takes over (an in-place output to its input): each chain of them is
-    placed as one tenant living from the first one's birth to the last one's death."""
+    to ``(host, byte offset)``: the tensor takes over the host's memory from that offset on (an
+    in-place output its input's at 0, a SPLIT's part its slice of the input). Each tree of them
+    is placed as one tenant living from the first one's birth to the last one's death."""
     if shares:
         return _plan_shared(lifetimes, shares)
     placed: list[tuple[int, int, Lifetime]] = []  # (offset, aligned size, lifetime), sorted by offset
@@ -60,23 +62,27 @@ def plan_arena(lifetimes: list[Lifetime], shares: dict[int, int] | None = None) 
     return offsets, arena
 
 
-def _plan_shared(lifetimes: list[Lifetime], shares: dict[int, int]) -> tuple[dict[int, int], int]:
+def _plan_shared(lifetimes: list[Lifetime], shares: dict[int, tuple[int, int]]) -> tuple[dict[int, int], int]:
     by_tensor = {t.tensor: t for t in lifetimes}
 
-    def root(t: int) -> int:
-        while t in shares and shares[t] in by_tensor:
-            t = shares[t]
-        return t
+    def root(t: int) -> tuple[int, int]:
+        """The tenant that owns ``t``'s memory, and where in it ``t`` starts."""
+        at = 0
+        while t in shares and shares[t][0] in by_tensor:
+            t, offset = shares[t]
+            at += offset
+        return t, at
 
-    groups: dict[int, list[Lifetime]] = {}
+    groups: dict[int, list[tuple[Lifetime, int]]] = {}
     for t in lifetimes:
-        groups.setdefault(root(t.tensor), []).append(t)
+        r, at = root(t.tensor)
+        groups.setdefault(r, []).append((t, at))
     merged = [
-        Lifetime(r, max(m.nbytes for m in members), min(m.first for m in members), max(m.last for m in members))
+        Lifetime(r, max(at + m.nbytes for m, at in members), min(m.first for m, _ in members), max(m.last for m, _ in members))
         for r, members in groups.items()
     ]
     offsets, size = plan_arena(merged)
-    return {t.tensor: offsets[r] for r, members in groups.items() for t in members}, size
+    return {t.tensor: offsets[r] + at for r, members in groups.items() for t, at in members}, size
 
 
 class SharedArena:

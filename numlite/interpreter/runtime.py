@@ -27,7 +27,7 @@ import numpy as np
 from numlite.errors import CancelledError, InvokeError, NumliteError, PrepareError
 from numlite.interpreter.planner import Lifetime, plan_arena
 from numlite.kernels import Kernel, Node, Spec, TensorInfo
-from numlite.kernels.base import copy_into
+from numlite.kernels.base import copy_into, nothing
 from numlite.model.ir import Model
 
 if TYPE_CHECKING:
@@ -242,19 +242,34 @@ class SubgraphRuntime:
         self.arena_bytes = size
         self.use_arena(self.interpreter.arena.region(self.index, size))
 
-    def _in_place_shares(self, lifetimes: list[Lifetime], last: dict[int, int]) -> dict[int, int]:
-        """Arena outputs that may take over an input's memory: the kernel allows it
-        (:func:`in_place_inputs`), the input is an arena tensor of the output's shape and dtype
-        (or only of its size, for kernels whose output is the input's bytes in another shape,
-        ``same_bytes``: RESHAPE then copies nothing) that no later node reads, and no other
-        output took it already."""
+    def _in_place_shares(self, lifetimes: list[Lifetime], last: dict[int, int]) -> dict[int, tuple[int, int]]:
+        """Arena outputs that may take over an input's memory, as ``output -> (input, byte
+        offset)``: the kernel allows it (:func:`in_place_inputs`), the input is an arena tensor
+        of the output's shape and dtype (or only of its size, for kernels whose output is the
+        input's bytes in another shape, ``same_bytes``: RESHAPE then copies nothing) that no
+        later node reads, and no other output took it already. A SPLIT whose parts are
+        consecutive slices of its input's bytes (:func:`output_parts_of`) hands each part its
+        slice under the same conditions, and copies nothing."""
         arena = {t.tensor for t in lifetimes}
-        shares: dict[int, int] = {}
+        shares: dict[int, tuple[int, int]] = {}
         taken: set[int] = set()
         for s, step in enumerate(self.plan):
-            if step.folded or step.dynamic or not step.outputs or step.outputs[0] not in arena:
+            if step.folded or step.dynamic or not step.outputs:
+                continue
+            pos = output_parts_of(step.kernel)
+            if pos is not None:
+                i = step.inputs[pos] if pos < len(step.inputs) else -1
+                parts = [o for o in step.outputs if o >= 0]
+                if i in arena and i not in taken and last.get(i) == s and all(o in arena and o not in shares for o in parts):
+                    part_bytes = _size(self.shapes[step.outputs[0]]) * self.dtypes[i].itemsize
+                    for k, o in enumerate(step.outputs):
+                        if o >= 0:
+                            shares[o] = (i, k * part_bytes)
+                    taken.add(i)
                 continue
             o = step.outputs[0]
+            if o not in arena:
+                continue
             regrouped = getattr(step.kernel, "same_bytes", False)  # RESHAPE & co: any shape
             for pos in in_place_inputs(step.kernel):
                 i = step.inputs[pos] if pos < len(step.inputs) else -1
@@ -262,7 +277,7 @@ class SubgraphRuntime:
                     i in arena and i not in taken and last.get(i) == s and self.dtypes[i] == self.dtypes[o]
                     and (self.shapes[i] == self.shapes[o] or (regrouped and _size(self.shapes[i]) == _size(self.shapes[o])))
                 ):  # fmt: skip
-                    shares[o] = i
+                    shares[o] = (i, 0)
                     taken.add(i)
                     break
         return shares
@@ -473,6 +488,8 @@ class Generated:
         ``watched`` is False (the caller checked it already)."""
         if watched:
             self.line(f"if c0.watching: c0.before_op({self.name(runtime)}, {self.name(step)})", indent)
+        if fn is nothing:  # the memory plan did its work (a RESHAPE or SPLIT of a dying input)
+            return
         self.line(f"{self.name(fn)}({', '.join(self.name(a) for a in args)})", indent)
         self.nodes[self._HEADER + len(self.lines)] = (runtime, step)
 
@@ -669,6 +686,22 @@ def in_place_inputs(kernel: Kernel) -> tuple[int, ...]:
     if eval_cls is None or inplace_cls is None or not issubclass(inplace_cls, eval_cls):
         return ()
     return tuple(owner.inplace)
+
+
+def output_parts_of(kernel: Kernel) -> int | None:
+    """The position of the input whose bytes the node's outputs are, in order (``parts_of`` on
+    the kernel, set at prepare: a SPLIT along its outermost axis of more than one element), or
+    None. Trusted only where it describes the eval that runs, as for :func:`in_place_inputs`."""
+    method = kernel.eval
+    owner = getattr(method, "__self__", None)
+    if owner is None or "eval" in vars(owner) or getattr(owner, "parts_of", None) is None:
+        return None
+    mro = type(owner).__mro__
+    eval_cls = next((c for c in mro if "eval" in c.__dict__), None)
+    parts_cls = next((c for c in mro if "parts_of" in c.__dict__), None)
+    if eval_cls is None or parts_cls is None or not issubclass(parts_cls, eval_cls):
+        return None
+    return int(owner.parts_of)
 
 
 def _check_output_shape(where: str, tensor: int, shape: tuple[int, ...], dtype: np.dtype) -> None:

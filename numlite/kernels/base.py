@@ -277,6 +277,11 @@ copy_into: Callable[..., None] = getattr(np.copyto, "_implementation", np.copyto
 dot_into: Callable[..., np.ndarray] = getattr(np.dot, "_implementation", np.dot)
 
 
+def nothing() -> None:
+    """The direct call of a node whose work the memory plan did (its outputs are its input's
+    bytes: a RESHAPE, a SPLIT's parts)."""
+
+
 def scratch(shape: tuple[int, ...], dtype: Any, fill: float | None = None) -> np.ndarray:
     """Working memory for a kernel, refused (PrepareError) beyond the bound the model verifier
     sets on tensors, so forged options (a huge filter, stride or dilation) cannot make a kernel

@@ -10,10 +10,12 @@ runtime prepares again at every invoke with the values.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from numlite.errors import InvokeError
-from numlite.kernels.base import Kernel, Spec, TensorInfo, copy_into, register
+from numlite.kernels.base import Kernel, Spec, TensorInfo, copy_into, nothing, register
 from numlite.model.ir import Quantization
 
 F32, I8, U8, I16, U16, I32, U32, I64, BOOL, F16 = (
@@ -233,6 +235,11 @@ def _copy_parts(copies: list[tuple[np.ndarray, np.ndarray]]) -> None:
         copy_into(out, part)
 
 
+def _unshared(copies: list[tuple[np.ndarray, np.ndarray]]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The copies whose output is not already the very memory of its part (``Split.parts_of``)."""
+    return [(out, part) for out, part in copies if not (out.ctypes.data == part.ctypes.data and part.flags.c_contiguous)]
+
+
 def _split_outputs(x: np.ndarray, axis: int, outs: list[np.ndarray]) -> None:
     _copy_parts(_split_copies(x, axis, outs))
 
@@ -240,11 +247,17 @@ def _split_outputs(x: np.ndarray, axis: int, outs: list[np.ndarray]) -> None:
 @register("SPLIT")
 class Split(Kernel):
     """Splits ``value`` (the SECOND input) into ``num_splits`` equal parts along the axis held
-    by the first input."""
+    by the first input.
+
+    Along the outermost axis of more than one element the parts are consecutive slices of the
+    input's bytes (``parts_of``): the memory plan then gives each part its slice when the input
+    dies here, and the node copies nothing (an LSTM step's four gates)."""
 
     DTYPES = (F32, U8, I8, I16, I32, I64)
+    parts_of: int | None = None  # set at prepare: the input whose bytes the outputs are, if any
 
     def prepare(self, ins):
+        self.parts_of = None
         self.expect_inputs(ins, 2)
         axis_t, x = ins
         n = self.options.num_splits if self.options is not None else 0
@@ -261,17 +274,20 @@ class Split(Kernel):
         if n == 0 or x.shape[axis] % n:
             raise self.fail(f"dimension {axis} of {x.shape} does not split evenly into {n}")
         self.axis = axis
+        self.parts_of = 1 if math.prod(x.shape[:axis]) == 1 else None
         shape = x.shape[:axis] + (x.shape[axis] // n,) + x.shape[axis + 1 :]
         return [Spec(shape, x.dtype)] * n
 
     def eval(self, ins, outs):
-        _split_outputs(ins[1], self.axis, outs)
+        _copy_parts(_unshared(_split_copies(ins[1], self.axis, outs)))
 
     def direct(self, ins, outs):
-        """The copies into every output, from views of the input made once."""
+        """The copies into every output, from views of the input made once; no call at all
+        when every output is its part's memory."""
         if ins[1] is None or any(out is None for out in outs):
             return None
-        return _copy_parts, (_split_copies(ins[1], self.axis, outs),)
+        copies = _unshared(_split_copies(ins[1], self.axis, outs))
+        return (_copy_parts, (copies,)) if copies else (nothing, ())
 
 
 @register("SPLIT_V")
