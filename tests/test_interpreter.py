@@ -311,52 +311,67 @@ def test_reshape_of_a_dying_tensor_takes_its_memory_and_copies_nothing():
         assert_close(interpreter.get_tensor(interpreter.get_output_details()[0]["index"]), run_litert(model, inputs)[0])
 
 
-def _split_gates(shape, axis, reread):
-    """x * 2 split in four along ``axis``; the parts go through LOGISTIC, TANH, RELU and a MUL
-    (in place where they may); with ``reread`` the result is multiplied by the split's input,
-    which is then still read after the SPLIT."""
+def _split_gates(op, shape, axis, reread):
+    """x * 2 cut in four along ``axis`` by ``op`` (SPLIT, SPLIT_V of sizes 1, 2, 3, 2 eighths,
+    or UNPACK); the parts go through LOGISTIC, TANH, RELU and a MUL (in place where they may)
+    and are put back together, and with ``reread`` the result is multiplied by the cut input,
+    which is then still read after the cut."""
 
     def f(a):
         x = a * 2.0
-        i, g, r, o = tf.split(x, 4, axis=axis)
-        y = tf.sigmoid(i) * tf.tanh(g) + tf.nn.relu(r) * o
-        return tf.concat([y, y, y, y], axis=axis) * x if reread else y  # x read after y
+        if op == "SPLIT":
+            i, g, r, o = tf.split(x, 4, axis=axis)
+        elif op == "SPLIT_V":
+            eighth = shape[axis] // 8
+            i, g, r, o = tf.split(x, [eighth, 2 * eighth, 3 * eighth, 2 * eighth], axis=axis)
+        else:
+            i, g, r, o = tf.unstack(x, axis=axis)
+        parts = [tf.sigmoid(i), tf.tanh(g), tf.nn.relu(r), o * 3.0]
+        y = tf.stack(parts, axis=axis) if op == "UNPACK" else tf.concat(parts, axis=axis)
+        if not reread:
+            return y
+        return tf.reduce_sum(y) * x  # x read after y
 
-    return convert(f, [tf.TensorSpec(shape, tf.float32)], key=("split-gates", shape, axis, reread))
+    return convert(f, [tf.TensorSpec(shape, tf.float32)], key=("split-gates", op, shape, axis, reread))
 
 
 @pytest.mark.parametrize(
-    "shape, axis, reread, shared",
+    "op, shape, axis, reread, shared",
     [
-        ((1, 128), 1, False, True),  # an LSTM step's gates: consecutive slices of the input
-        ((8, 4, 3), 0, False, True),  # outermost axis
-        ((1, 1, 64, 3), 2, False, True),  # leading ones, then the split axis
-        ((2, 64), 1, False, False),  # parts interleave in memory: copied
-        ((1, 128), 1, True, False),  # the input is read again later: copied
+        ("SPLIT", (1, 128), 1, False, True),  # an LSTM step's gates: consecutive slices of the input
+        ("SPLIT", (8, 4, 3), 0, False, True),  # outermost axis
+        ("SPLIT", (1, 1, 64, 3), 2, False, True),  # leading ones, then the split axis
+        ("SPLIT", (2, 64), 1, False, False),  # parts interleave in memory: copied
+        ("SPLIT", (1, 128), 1, True, False),  # the input is read again later: copied
+        ("SPLIT_V", (1, 16, 2), 1, False, True),  # parts of different sizes
+        ("SPLIT_V", (2, 16), 1, False, False),
+        ("UNPACK", (4, 8, 3), 0, False, True),  # a sequence unstacked into its steps
+        ("UNPACK", (1, 4, 8), 1, False, True),
+        ("UNPACK", (8, 4), 1, False, False),
+        ("UNPACK", (4, 8, 3), 0, True, False),
     ],
 )
-def test_split_parts_take_their_slices_of_a_dying_input(shape, axis, reread, shared):
-    """A SPLIT along its outermost axis of more than one element, of an input that dies there,
-    gives each part its slice of the input's memory and copies nothing (no call in the compiled
-    program); elsewhere it copies. Results are LiteRT's on every invoke."""
-    model = _split_gates(shape, axis, reread)
+def test_split_parts_take_their_slices_of_a_dying_input(op, shape, axis, reread, shared):
+    """SPLIT, SPLIT_V or UNPACK along the outermost axis of more than one element, of an input
+    that dies there, gives each part its slice of the input's memory and copies nothing (no
+    call in the compiled program); elsewhere it copies. Results are LiteRT's on every invoke."""
+    model = _split_gates(op, shape, axis, reread)
     interpreter = numlite.Interpreter(model_content=model)
     interpreter.allocate_tensors()
     sg = interpreter.subgraph(0)
-    (step,) = [st for st in sg.steps if st.op_name == "SPLIT"]
-    x = sg.arrays[step.inputs[1]]
+    (step,) = [st for st in sg.steps if st.op_name == op]
+    x = sg.arrays[step.inputs[1 if op == "SPLIT" else 0]]
     parts = [sg.arrays[o] for o in step.outputs]
-    at = [p.ctypes.data - x.ctypes.data for p in parts]
     fn, args = direct_call(step.kernel, step.ins, step.outs)
     if shared:
-        assert at == [k * parts[0].nbytes for k in range(4)]
+        assert [p.ctypes.data - x.ctypes.data for p in parts] == list(np.cumsum([0] + [p.nbytes for p in parts[:-1]]))
         assert fn.__name__ == "nothing" and args == ()
     else:
         assert not any(np.shares_memory(p, x) for p in parts)
         assert fn.__name__ != "nothing"
     inputs = random_inputs(model)
     expected = run_litert(model, inputs)[0]
-    for seed in range(3):  # the second invoke on runs the compiled program
+    for _ in range(3):  # the second invoke on runs the compiled program
         interpreter.set_tensor(interpreter.get_input_details()[0]["index"], inputs[0])
         interpreter.invoke()
         assert_close(interpreter.get_tensor(interpreter.get_output_details()[0]["index"]), expected)

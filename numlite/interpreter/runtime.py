@@ -248,8 +248,8 @@ class SubgraphRuntime:
         of the output's shape and dtype (or only of its size, for kernels whose output is the
         input's bytes in another shape, ``same_bytes``: RESHAPE then copies nothing) that no
         later node reads, and no other output took it already. A SPLIT whose parts are
-        consecutive slices of its input's bytes (:func:`output_parts_of`) hands each part its
-        slice under the same conditions, and copies nothing."""
+        consecutive slices of its input's bytes (:func:`output_parts_of`; SPLIT_V and UNPACK
+        too) hands each part its slice under the same conditions, and copies nothing."""
         arena = {t.tensor for t in lifetimes}
         shares: dict[int, tuple[int, int]] = {}
         taken: set[int] = set()
@@ -259,12 +259,11 @@ class SubgraphRuntime:
             pos = output_parts_of(step.kernel)
             if pos is not None:
                 i = step.inputs[pos] if pos < len(step.inputs) else -1
-                parts = [o for o in step.outputs if o >= 0]
-                if i in arena and i not in taken and last.get(i) == s and all(o in arena and o not in shares for o in parts):
-                    part_bytes = _size(self.shapes[step.outputs[0]]) * self.dtypes[i].itemsize
-                    for k, o in enumerate(step.outputs):
-                        if o >= 0:
-                            shares[o] = (i, k * part_bytes)
+                if i in arena and i not in taken and last.get(i) == s and all(o in arena for o in step.outputs):
+                    offset = 0
+                    for o in step.outputs:  # consecutive parts, in order
+                        shares[o] = (i, offset)
+                        offset += _size(self.shapes[o]) * self.dtypes[o].itemsize
                     taken.add(i)
                 continue
             o = step.outputs[0]
@@ -689,9 +688,9 @@ def in_place_inputs(kernel: Kernel) -> tuple[int, ...]:
 
 
 def output_parts_of(kernel: Kernel) -> int | None:
-    """The position of the input whose bytes the node's outputs are, in order (``parts_of`` on
-    the kernel, set at prepare: a SPLIT along its outermost axis of more than one element), or
-    None. Trusted only where it describes the eval that runs, as for :func:`in_place_inputs`."""
+    """The position of the input whose bytes the node's outputs are, one after the other in
+    order (``parts_of`` on the kernel, set at prepare: a SPLIT, SPLIT_V or UNPACK along the
+    outermost axis of more than one element), or None. Trusted only where it describes the eval that runs, as for :func:`in_place_inputs`."""
     method = kernel.eval
     owner = getattr(method, "__self__", None)
     if owner is None or "eval" in vars(owner) or getattr(owner, "parts_of", None) is None:

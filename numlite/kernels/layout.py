@@ -187,11 +187,14 @@ class Pack(Kernel):
 
 @register("UNPACK")
 class Unpack(Kernel):
-    """Splits the input along ``axis`` into ``num`` outputs of rank - 1."""
+    """Splits the input along ``axis`` into ``num`` outputs of rank - 1 (along the outermost
+    axis of more than one element, slices of a dying input's memory: see :class:`Split`)."""
 
     DTYPES = (I32, F32, F16, U8, I8, I16, BOOL)
+    parts_of: int | None = None  # set at prepare: the input whose bytes the outputs are, if any
 
     def prepare(self, ins):
+        self.parts_of = None
         self.expect_inputs(ins, 1)
         x = ins[0]
         num = self.options.num if self.options is not None else 0
@@ -210,12 +213,23 @@ class Unpack(Kernel):
         if any(_output_quant(self, k) != _quant(x) for k in range(num)):
             raise self.fail("outputs must have the input's scale and zero point")
         self.axis = axis
+        self.parts_of = 0 if math.prod(x.shape[:axis]) == 1 else None
         return [Spec(x.shape[:axis] + x.shape[axis + 1 :], x.dtype)] * num
 
     def eval(self, ins, outs):
-        x = np.moveaxis(ins[0], self.axis, 0)
-        for k, out in enumerate(outs):
-            np.copyto(out, x[k])
+        _copy_parts(self._copies(ins[0], outs))
+
+    def direct(self, ins, outs):
+        """The copies into every output from views made once; no call at all when every
+        output is its part's memory."""
+        if ins[0] is None or any(out is None for out in outs):
+            return None
+        copies = self._copies(ins[0], outs)
+        return (_copy_parts, (copies,)) if copies else (nothing, ())
+
+    def _copies(self, x: np.ndarray, outs: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
+        x = np.moveaxis(x, self.axis, 0)
+        return _unshared([(out, x[k, ...]) for k, out in enumerate(outs)])  # views, 0-d too
 
 
 def _split_copies(x: np.ndarray, axis: int, outs: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -238,10 +252,6 @@ def _copy_parts(copies: list[tuple[np.ndarray, np.ndarray]]) -> None:
 def _unshared(copies: list[tuple[np.ndarray, np.ndarray]]) -> list[tuple[np.ndarray, np.ndarray]]:
     """The copies whose output is not already the very memory of its part (``Split.parts_of``)."""
     return [(out, part) for out, part in copies if not (out.ctypes.data == part.ctypes.data and part.flags.c_contiguous)]
-
-
-def _split_outputs(x: np.ndarray, axis: int, outs: list[np.ndarray]) -> None:
-    _copy_parts(_split_copies(x, axis, outs))
 
 
 @register("SPLIT")
@@ -293,11 +303,14 @@ class Split(Kernel):
 @register("SPLIT_V")
 class SplitV(Kernel):
     """Splits ``value`` along an axis into parts of the sizes in ``size_splits`` (one of which
-    may be -1: whatever remains)."""
+    may be -1: whatever remains); along the outermost axis of more than one element, slices of
+    a dying input's memory (see :class:`Split`)."""
 
     DTYPES = (F32, U8, I16, U16, I32, I64, I8)
+    parts_of: int | None = None  # set at prepare: the input whose bytes the outputs are, if any
 
     def prepare(self, ins):
+        self.parts_of = None
         self.expect_inputs(ins, 3)
         x, sizes_t, axis_t = ins
         n = self.options.num_splits if self.options is not None else 0
@@ -327,10 +340,18 @@ class SplitV(Kernel):
         if any(s < 0 for s in sizes):
             raise self.fail(f"size_splits {sizes} has a negative size")
         self.axis = axis
+        self.parts_of = 0 if math.prod(x.shape[:axis]) == 1 else None
         return [Spec(x.shape[:axis] + (s,) + x.shape[axis + 1 :], x.dtype) for s in sizes]
 
     def eval(self, ins, outs):
-        _split_outputs(ins[0], self.axis, outs)
+        _copy_parts(_unshared(_split_copies(ins[0], self.axis, outs)))
+
+    def direct(self, ins, outs):
+        """As :meth:`Split.direct`."""
+        if ins[0] is None or any(out is None for out in outs):
+            return None
+        copies = _unshared(_split_copies(ins[0], self.axis, outs))
+        return (_copy_parts, (copies,)) if copies else (nothing, ())
 
 
 @register("TILE")
