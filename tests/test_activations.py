@@ -45,6 +45,18 @@ def test_activation_special_values(name):
     assert_close(run_numlite(model, [SPECIALS])[0], run_litert_builtin(model, [SPECIALS])[0])
 
 
+def test_logistic_keeps_its_relative_accuracy_in_the_tail():
+    """Down to sigmoid(-87) ~ 1.6e-38 every output is within 1e-5 of LiteRT's and of float64
+    *relative to itself* (atol at float32's smallest normal number): a formula that cancels
+    (0.5 + 0.5 * tanh(x / 2)) or rounds its exponent (exp2(x * log2(e))) would not be."""
+    model = activation_model("LOGISTIC", (4096,))
+    x = np.linspace(-87, 12, 4096).astype(np.float32)
+    ours = run_numlite(model, [x])[0]
+    exact = 1 / (1 + np.exp(-x.astype(np.float64)))
+    np.testing.assert_allclose(ours, exact, rtol=1e-6, atol=1.2e-38)  # a few ulps
+    np.testing.assert_allclose(ours, run_litert_builtin(model, [x])[0], rtol=1e-5, atol=1.2e-38)
+
+
 @pytest.mark.parametrize("name", ["TANH", "LOGISTIC"])
 def test_float16_activation(name):
     model = retyped(activation_model(name, (64,)), "FLOAT16")
