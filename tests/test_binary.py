@@ -1,6 +1,8 @@
 """Element-wise binary ops against LiteRT: broadcasting, dtypes and fused activations; ATAN2
 and ADD_N (no broadcasting)."""
 
+import warnings
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -33,6 +35,30 @@ def test_float_binary(name, shapes):
     a = rng.uniform(-3, 3, shapes[0]).astype(np.float32)
     b = rng.uniform(0.5, 3, shapes[1]).astype(np.float32) * rng.choice([-1, 1], shapes[1]).astype(np.float32)
     assert_matches_litert(model, [a, b])
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_compiled_binary_calls_raise_no_warning(name):
+    """From the second invoke on, a node runs as its direct ufunc call in a generated program:
+    none may warn (NumPy 2.4 deprecates np.maximum/np.minimum's positional output, which
+    then also took a slow path), so every invoke runs with warnings as errors. Results are
+    LiteRT's each time."""
+    fn = OPS[name]
+    shapes = ((1, 32), (1, 32))
+    model = convert(lambda a, b: fn(a, b), [tf.TensorSpec(s, tf.float32) for s in shapes], key=(name, shapes))
+    rng = np.random.default_rng(2)
+    inputs = [rng.uniform(0.5, 3, s).astype(np.float32) * rng.choice([-1, 1], s).astype(np.float32) for s in shapes]
+    expected = run_litert(model, inputs)[0]
+    interpreter = numlite.Interpreter(model_content=model)
+    interpreter.allocate_tensors()
+    for d, value in zip(interpreter.get_input_details(), inputs):
+        interpreter.set_tensor(d["index"], value)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(3):
+            interpreter.invoke()
+            np.testing.assert_allclose(interpreter.get_tensor(interpreter.get_output_details()[0]["index"]), expected,
+                                       rtol=1e-5, atol=1e-5)  # fmt: skip
 
 
 INTEGER_CASES = [(name, tf.int32) for name in ["ADD", "SUB", "MUL", "MAXIMUM", "MINIMUM", "FLOOR_DIV", "FLOOR_MOD"]]

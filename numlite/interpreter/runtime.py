@@ -501,7 +501,7 @@ class Generated:
             "        return",
             "    return run",
         ])  # fmt: skip
-        namespace: dict[str, Any] = {}
+        namespace: dict[str, Any] = {"__name__": "numlite.interpreter.generated"}  # warnings name numlite
         exec(compile(source, filename, "exec"), namespace)
         run = namespace["make"](self.values)
         self.code = run.__code__

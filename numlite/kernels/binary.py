@@ -9,6 +9,7 @@ number of inputs of one shape and dtype, summed).
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Callable
 
 import numpy as np
@@ -65,7 +66,15 @@ class Binary(Kernel):
         ufunc = getattr(type(self).compute, "ufunc", None)
         if ufunc is None or self.activation is not None or self.split is not None:
             return None
-        return ufunc, (_same_shape(ins[0], outs[0]), _same_shape(ins[1], outs[0]), outs[0])
+        a, b = _same_shape(ins[0], outs[0]), _same_shape(ins[1], outs[0])
+        if ufunc in _OUT_BY_KEYWORD:
+            return partial(ufunc, out=outs[0]), (a, b)
+        return ufunc, (a, b, outs[0])
+
+
+# NumPy 2.4 deprecates a positional output for these two (n-ary extrema may take its place):
+# it warns at every call and takes the slow path (0.79 us against 0.28 with ``out=``).
+_OUT_BY_KEYWORD = (np.maximum, np.minimum)
 
 
 def _same_shape(x: np.ndarray, out: np.ndarray) -> np.ndarray:

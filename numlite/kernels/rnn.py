@@ -97,8 +97,8 @@ def _clip(x: np.ndarray, bound: np.float32) -> None:
     """Clip to [-bound, bound] in place; 0 means no clipping (ufuncs: np.clip's Python
     wrapper costs more than the work at these sizes)."""
     if bound > 0:
-        np.minimum(x, bound, x)
-        np.maximum(x, -bound, x)
+        np.minimum(x, bound, out=x)  # out by keyword: NumPy 2.4 deprecates it positional here
+        np.maximum(x, -bound, out=x)
 
 
 # ----------------------------------------------------------------------------- shared checks

@@ -47,7 +47,7 @@ class _Writer:
         self.b.StartVector(4, len(built), 4)
         for off in reversed(built):
             self.b.PrependUOffsetTRelative(off)
-        return self.b.EndVector(len(built))
+        return self.b.EndVector()
 
     def numbers(self, values: Any, dtype: Any) -> int | None:
         if values is None:
@@ -62,7 +62,7 @@ class _Writer:
         self.b.StartVector(1, n, alignment)
         self.b.head -= n
         self.b.Bytes[self.b.head : self.b.head + n] = np.ascontiguousarray(data, np.uint8).tobytes()
-        return self.b.EndVector(n)
+        return self.b.EndVector()  # the length StartVector was given (passing it again is deprecated)
 
     # -- tables -------------------------------------------------------------------------------
 
