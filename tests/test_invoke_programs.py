@@ -315,8 +315,9 @@ def test_fully_connected_direct_call_is_one_dot_and_the_bias(batch):
 
 
 def test_logical_and_of_a_loop_condition_is_one_call():
-    """``i < n and i < m`` as the loop's condition: LOGICAL_AND is one ufunc call in the
-    compiled loop; the loop stops on whichever bound comes first, as in LiteRT."""
+    """``i < n and i < m`` as the loop's condition: LOGICAL_AND's direct call is one ufunc
+    call (the compiled loop itself compares in Python, see below); the loop stops on
+    whichever bound comes first, as in LiteRT."""
     fn = lambda n, m, x: tf.while_loop(
         lambda i, v: tf.logical_and(i < n, i < m), lambda i, v: (i + 1, v * 1.5 - 0.25), [tf.constant(0), x]
     )[1]
@@ -334,6 +335,56 @@ def test_logical_and_of_a_loop_condition_is_one_call():
         interpreter.invoke()
         actual = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
         assert_close(actual, run_litert(model, values)[0], what=f"n={n}, m={m}")
+
+
+def _loop_sources(interpreter):
+    """The generated source lines of every compiled WHILE loop of the main subgraph."""
+    lines = []
+    for step in interpreter.subgraph(0).steps:
+        if step.op_name == "WHILE":
+            for *_, loop in step.kernel.recent_loops:
+                lines += loop._generated.lines
+    return lines
+
+
+CONDITIONS = {
+    "less": lambda i, n, f, v: i < n,
+    "and": lambda i, n, f, v: tf.logical_and(i < n, tf.not_equal(i, 7)),
+    "or": lambda i, n, f, v: tf.logical_or(i < n, tf.less_equal(f, -1e30)),
+    "float": lambda i, n, f, v: tf.logical_and(f < 50.0, i >= 0),  # NaN f: compares false
+    "greater": lambda i, n, f, v: tf.greater(n, i),
+    "vector": lambda i, n, f, v: tf.logical_and(i < n, tf.reduce_all(v < 1e6)),  # no Python form
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONDITIONS))
+def test_scalar_loop_condition_is_compared_in_python(name):
+    """A cond of comparisons and logical ops on single values is a Python expression over the
+    values' item() in the compiled loop (no ufunc call); with a comparison of vectors, which
+    has none, the cond's calls run as they are. Either way every count of iterations, a NaN included,
+    matches LiteRT, on repeated invokes."""
+    condition = CONDITIONS[name]
+    fn = lambda n, x: tf.while_loop(
+        lambda i, f, v: condition(i, n, f, v), lambda i, f, v: (i + 1, f * 2.0 + 1.0, v * 1.5 - 0.25), [tf.constant(0), x[0], x]
+    )  # fmt: skip
+    model = convert(fn, [S((), tf.int32), S((4,), tf.float32)], key=("programs-scalar-cond", name))
+    interpreter = numlite.Interpreter(model_content=model)
+    interpreter.allocate_tensors()
+    x = np.random.default_rng(6).uniform(-1, 1, 4).astype(np.float32)
+    nan = x.copy()
+    nan[0] = np.nan
+    for n, values in [(5, x), (0, x), (12, x), (3, nan), (9, x)]:
+        inputs = [np.int32(n), values]
+        expected = run_litert(model, inputs)
+        for _ in range(2):  # the second invoke on the same arrays runs the compiled loop
+            _feed(interpreter, inputs)
+            interpreter.invoke()
+            for d, value in zip(interpreter.get_output_details(), expected):
+                assert_close(interpreter.get_tensor(d["index"]), value, what=f"{name}, n={n}")
+    lines = _loop_sources(interpreter)
+    assert lines, "the loop did not run compiled"
+    python_compare = any(".item() " in line and "if not ((" in line for line in lines)
+    assert python_compare == (name != "vector"), lines
 
 
 def test_nested_control_flow_calls_its_callees_directly(nested_model):
