@@ -387,6 +387,56 @@ def test_scalar_loop_condition_is_compared_in_python(name):
     assert python_compare == (name != "vector"), lines
 
 
+@pytest.mark.parametrize("dtype", [tf.int32, tf.int64])
+def test_scalar_integer_arithmetic_in_python_wraps_as_litert(dtype):
+    """A loop's 0-d integer ADD, SUB and MUL run as Python arithmetic on item() in the
+    compiled loop; results out of the dtype's range go through the ufunc and wrap, as in
+    LiteRT (k * 3 + 1 overflows int32 within 21 iterations, int64 within 41)."""
+    fn = lambda n, k0: tf.while_loop(
+        lambda i, k, d: i < n, lambda i, k, d: (i + 1, k * 3 + 1, d - k), [tf.constant(0), k0, k0 - k0]
+    )  # fmt: skip
+    model = convert(fn, [S((), tf.int32), S((), dtype)], key=("programs-scalar-int", dtype.name))
+    interpreter = numlite.Interpreter(model_content=model)
+    interpreter.allocate_tensors()
+    for n in (0, 3, 25, 50, 7):
+        inputs = [np.int32(n), np.array(5, dtype.as_numpy_dtype)]
+        expected = run_litert(model, inputs)
+        for _ in range(2):  # the second invoke on the same arrays runs the compiled loop
+            _feed(interpreter, inputs)
+            interpreter.invoke()
+            for d, value in zip(interpreter.get_output_details(), expected):
+                np.testing.assert_array_equal(interpreter.get_tensor(d["index"]), value, err_msg=f"n={n}")
+    lines = _loop_sources(interpreter)
+    assert any("[()] = " in line and ".item() * " in line for line in lines), lines
+
+
+def test_scalar_float_arithmetic_in_python_is_float32_arithmetic():
+    """A loop's 0-d float32 ADD, SUB and MUL as Python arithmetic (double, rounded to float32
+    at each store) give LiteRT's float32 results bit for bit over many iterations, through
+    overflow to inf, NaN and signed zeros."""
+    fn = lambda n, a, b: tf.while_loop(
+        lambda i, x, y, z: i < n,
+        lambda i, x, y, z: (i + 1, x * a + b, y * 1.7 - x, z * -0.0 + y * 1e-30), [tf.constant(0), a, b, a],
+    )  # fmt: skip
+    model = convert(fn, [S((), tf.int32), S((), tf.float32), S((), tf.float32)], key="programs-scalar-float")
+    interpreter = numlite.Interpreter(model_content=model)
+    interpreter.allocate_tensors()
+    rng = np.random.default_rng(8)
+    cases = [(n, a, b) for n in (1, 40, 200) for a, b in rng.uniform(-3, 3, (3, 2)).astype(np.float32)]
+    cases += [(300, np.float32(1.9), np.float32(1e30)), (20, np.float32(np.nan), np.float32(1)), (5, np.float32(-0.0), np.float32(0.0))]
+    for n, a, b in cases:
+        inputs = [np.int32(n), np.float32(a), np.float32(b)]
+        expected = run_litert(model, inputs)
+        for _ in range(2):
+            _feed(interpreter, inputs)
+            interpreter.invoke()
+            for d, value in zip(interpreter.get_output_details(), expected):
+                np.testing.assert_array_equal(interpreter.get_tensor(d["index"]), value, err_msg=f"n={n}, a={a}, b={b}")
+                assert np.signbit(interpreter.get_tensor(d["index"])) == np.signbit(value)
+    lines = _loop_sources(interpreter)
+    assert any("[()] = " in line and ".item() * " in line for line in lines), lines
+
+
 def test_nested_control_flow_calls_its_callees_directly(nested_model):
     """In the outer loop's compiled body the IF and the inner WHILE are functions bound to
     their arrays (``direct``), not their ``eval``: repeated invokes with other counts and data

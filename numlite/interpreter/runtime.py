@@ -489,8 +489,9 @@ class Generated:
             self.line(f"if c0.watching: c0.before_op({self.name(runtime)}, {self.name(step)})", indent)
         if fn is nothing:  # the memory plan did its work (a RESHAPE or SPLIT of a dying input)
             return
-        self.line(f"{self.name(fn)}({', '.join(self.name(a) for a in args)})", indent)
-        self.nodes[self._HEADER + len(self.lines)] = (runtime, step)
+        for text in scalar_statement(fn, args, self.name) or [f"{self.name(fn)}({', '.join(self.name(a) for a in args)})"]:
+            self.line(text, indent)
+            self.nodes[self._HEADER + len(self.lines)] = (runtime, step)
 
     def compile(self, filename: str) -> Callable[[], Any]:
         source = "\n".join([
@@ -689,6 +690,36 @@ def scalar_condition(calls: Sequence[tuple[Step, Callable[..., Any], tuple]], tr
 
 def _scalar_operand(a: np.ndarray, produced: dict[int, str], name: Callable[[Any], str]) -> str:
     return produced.get(id(a)) or f"{name(a)}.item()"
+
+
+# ADD, SUB and MUL of single values (a loop's counter, a scalar state) as Python arithmetic.
+_SCALAR_ARITHMETIC: dict[Any, str] = {np.add: "+", np.subtract: "-", np.multiply: "*"}
+_SCALAR_DTYPES = (np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.int64))
+
+
+def scalar_statement(fn: Any, args: Sequence[Any], name: Callable[[Any], str]) -> list[str] | None:
+    """The ufunc call ``fn(a, b, out)`` of an ADD, SUB or MUL of 0-d arrays of one dtype as
+    Python statements: ``out[()] = a.item() + b.item()`` costs 0.05 us, the ufunc 0.2.
+
+    The result is the same. A float32 sum, difference or product computed in double and
+    rounded to float32 once is the correctly rounded float32 result (double has more than
+    2 * 24 + 2 bits: rounding twice is harmless for these operations), infinities and NaN
+    included (Python raises for none of them), and the flush-to-zero mode invoke sets rounds
+    the store as it does NumPy's loops. Integers are exact in Python; a result out of the
+    dtype's range (NumPy refuses to store it) falls back to the ufunc, which wraps as LiteRT
+    does. None for anything else."""
+    operator = _SCALAR_ARITHMETIC.get(fn)
+    if operator is None or len(args) != 3:
+        return None
+    if not all(isinstance(a, np.ndarray) and a.shape == () for a in args):
+        return None
+    a, b, out = args
+    if not (a.dtype == b.dtype == out.dtype and out.dtype in _SCALAR_DTYPES and out.flags.writeable):
+        return None
+    statement = f"{name(out)}[()] = {name(a)}.item() {operator} {name(b)}.item()"
+    if out.dtype.kind == "f":
+        return [statement]
+    return [f"try: {statement}", f"except OverflowError: {name(fn)}({name(a)}, {name(b)}, {name(out)})"]
 
 
 def direct_call(kernel: Kernel, ins: list, outs: list) -> tuple[Callable[..., Any], Sequence[Any]] | None:
