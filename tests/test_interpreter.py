@@ -377,6 +377,56 @@ def test_split_parts_take_their_slices_of_a_dying_input(op, shape, axis, reread,
         assert_close(interpreter.get_tensor(interpreter.get_output_details()[0]["index"]), expected)
 
 
+def test_consecutive_element_wise_calls_on_adjacent_memory_are_one_call():
+    """An LSTM step's input and forget gates are slices of one buffer after a SPLIT, each
+    through LOGISTIC in place: the compiled program makes one LOGISTIC call over both (the
+    cell gate's TANH and the output gate's LOGISTIC stay apart: not the same function, or not
+    next to it). Results are LiteRT's on every invoke."""
+
+    def f(a):
+        i, fg, g, o = tf.split(a * 2.0, 4, axis=1)  # Keras's gate order
+        return tf.concat([tf.sigmoid(i), tf.sigmoid(fg), tf.tanh(g), tf.sigmoid(o) * 3.0], axis=1)
+
+    model = convert(f, [tf.TensorSpec((1, 64), tf.float32)], key="merge-adjacent-gates")
+    interpreter = numlite.Interpreter(model_content=model)
+    interpreter.allocate_tensors()
+    inputs = random_inputs(model)
+    expected = run_litert(model, inputs)[0]
+    for _ in range(3):  # the second invoke on runs the compiled program
+        interpreter.set_tensor(interpreter.get_input_details()[0]["index"], inputs[0])
+        interpreter.invoke()
+        assert_close(interpreter.get_tensor(interpreter.get_output_details()[0]["index"]), expected)
+    sg = interpreter.subgraph(0)
+    logistic = [(fn, args) for step, fn, args in sg._program.calls if step.op_name == "LOGISTIC"]
+    nodes = [st for st in sg.steps if st.op_name == "LOGISTIC"]
+    assert len(nodes) == 3 and len(logistic) == len(nodes) - 1
+    (split,) = [st for st in sg.steps if st.op_name == "SPLIT"]
+    gates = sg.arrays[split.inputs[1]]
+    (merged,) = [args[0] for _, args in logistic if args[0].size == 32]
+    assert merged.ctypes.data == gates.ctypes.data  # the input and forget gates, together
+
+
+def test_merge_adjacent_keeps_the_two_calls_results():
+    """merge_adjacent joins x1|x2 -> o1|o2 when both pairs follow each other in one buffer and
+    the merged output is the merged input or apart from it; it refuses other layouts."""
+    from numlite.interpreter.runtime import merge_adjacent
+
+    buffer = np.arange(1, 65, dtype=np.float32) / 16
+    x1, x2, o1, o2 = buffer[0:8], buffer[8:16], buffer[32:40], buffer[40:48]
+    expected = np.tanh(buffer[0:16])
+    merged = merge_adjacent((None, np.tanh, (x1, o1)), np.tanh, (x2, o2))
+    assert merged is not None
+    merged[1](*merged[2])
+    np.testing.assert_array_equal(buffer[32:48], expected)  # the two calls' results
+    assert merge_adjacent((None, np.tanh, (x1, o1)), np.tanh, (buffer[9:17], o2)) is None  # a gap
+    assert merge_adjacent((None, np.tanh, (x1, o1)), np.exp, (x2, o2)) is None  # other function
+    assert merge_adjacent((None, np.tanh, (x1, buffer[4:12])), np.tanh, (x2, buffer[12:20])) is None  # overlap
+    other = np.zeros(8, np.float32)
+    assert merge_adjacent((None, np.tanh, (x1, o1)), np.tanh, (x2, other)) is None  # another buffer
+    in_place = merge_adjacent((None, np.tanh, (x1, x1)), np.tanh, (x2, x2))
+    assert in_place is not None and in_place[2][0] is in_place[2][1]
+
+
 def test_details_match_litert():
     model = keras_model()
     ours, theirs = numlite.Interpreter(model_content=model), LiteRTInterpreter(model_content=model)

@@ -553,7 +553,12 @@ class Program:
                 ins, outs = list(step.ins), list(step.outs)
             direct = direct_call(step.kernel, ins, outs)
             fn, args = direct if direct is not None else (step.kernel.eval, (ins, outs))
+            merged = merge_adjacent(self.calls[-1], fn, tuple(args)) if self.calls else None
+            if merged is not None:  # one call covers this node and the previous one
+                self.calls[-1] = merged
+                continue
             self.calls.append((step, fn, tuple(args)))
+        for step, fn, args in self.calls:
             generated.node(runtime, step, fn, args)
         self.run: Callable[[], None] = generated.compile(f"<numlite subgraph {runtime.index}>")
         self._generated = generated
@@ -652,6 +657,51 @@ class LoopProgram:
         """The ``InvokeError`` naming the node that raised ``e`` in ``run()`` (``e`` itself when
         no node did)."""
         return self._generated.failed(e)
+
+
+def merge_adjacent(previous: tuple[Step, Callable[..., Any], tuple], fn: Callable[..., Any], args: tuple) -> tuple[Step, Callable[..., Any], tuple] | None:
+    """One call for two consecutive calls of the same element-wise function ``fn(x, out)``
+    whose inputs, and whose outputs, lie one after the other in memory: an LSTM step's input
+    and forget gates, slices of one buffer, each through LOGISTIC in place (four ufunc calls
+    saved). The merged call keeps the first node (hooks and errors name it). None unless the
+    function is element-wise (a one-input ufunc, or ``elementwise`` set on it), both calls take
+    C-contiguous arrays of one dtype in one buffer, and the merged output either is the merged
+    input or does not overlap it (so no element is read after the first call wrote it)."""
+    step, prev_fn, prev_args = previous
+    if fn is not prev_fn or len(args) != 2 or len(prev_args) != 2:
+        return None
+    if not (getattr(fn, "elementwise", False) or (isinstance(fn, np.ufunc) and fn.nin == 1 and fn.nout == 1)):
+        return None
+    x = _joined(prev_args[0], args[0])
+    out = _joined(prev_args[1], args[1])
+    if x is None or out is None:
+        return None
+    same = x.ctypes.data == out.ctypes.data and x.dtype == out.dtype
+    if not same and np.shares_memory(x, out):
+        return None
+    return step, fn, (out, out) if same else (x, out)
+
+
+def _joined(a: Any, b: Any) -> np.ndarray | None:
+    """A 1-D view over ``a`` then ``b`` when ``b``'s bytes follow ``a``'s in the buffer both
+    view, else None."""
+    if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)) or a.dtype != b.dtype:
+        return None
+    if not (a.flags.c_contiguous and b.flags.c_contiguous and a.flags.writeable == b.flags.writeable) or not a.size:
+        return None
+    if b.ctypes.data != a.ctypes.data + a.nbytes:
+        return None
+    root_a, root_b = a, b
+    while isinstance(root_a.base, np.ndarray):
+        root_a = root_a.base
+    while isinstance(root_b.base, np.ndarray):
+        root_b = root_b.base
+    if root_a is not root_b:
+        return None
+    start = root_a.ctypes.data
+    if not (start <= a.ctypes.data and b.ctypes.data + b.nbytes <= start + root_a.nbytes):
+        return None
+    return np.lib.stride_tricks.as_strided(a.reshape(-1), (a.size + b.size,), (a.itemsize,), writeable=a.flags.writeable)
 
 
 # The ufuncs of comparisons and logical ops, as Python operators on single values.

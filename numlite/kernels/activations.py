@@ -151,6 +151,9 @@ def _logistic(x: np.ndarray, out: np.ndarray) -> None:
     np.divide(_ONE, out, out)
 
 
+_logistic.elementwise = True  # type: ignore[attr-defined]  # programs may merge calls on adjacent memory
+
+
 @register("LOGISTIC")
 class Logistic(Activation):
     dtypes = (np.float32, np.float16)
