@@ -311,6 +311,17 @@ def test_reshape_of_a_dying_tensor_takes_its_memory_and_copies_nothing():
         assert_close(interpreter.get_tensor(interpreter.get_output_details()[0]["index"]), run_litert(model, inputs)[0])
 
 
+def _invokes_match_litert(interpreter, model):
+    """Three invokes on random inputs (the second on runs the compiled program), each giving
+    LiteRT's output."""
+    inputs = random_inputs(model)
+    expected = run_litert(model, inputs)[0]
+    for _ in range(3):
+        interpreter.set_tensor(interpreter.get_input_details()[0]["index"], inputs[0])
+        interpreter.invoke()
+        assert_close(interpreter.get_tensor(interpreter.get_output_details()[0]["index"]), expected)
+
+
 def _split_gates(op, shape, axis, reread):
     """x * 2 cut in four along ``axis`` by ``op`` (SPLIT, SPLIT_V of sizes 1, 2, 3, 2 eighths,
     or UNPACK); the parts go through LOGISTIC, TANH, RELU and a MUL (in place where they may)
@@ -369,12 +380,7 @@ def test_split_parts_take_their_slices_of_a_dying_input(op, shape, axis, reread,
     else:
         assert not any(np.shares_memory(p, x) for p in parts)
         assert fn.__name__ != "nothing"
-    inputs = random_inputs(model)
-    expected = run_litert(model, inputs)[0]
-    for _ in range(3):  # the second invoke on runs the compiled program
-        interpreter.set_tensor(interpreter.get_input_details()[0]["index"], inputs[0])
-        interpreter.invoke()
-        assert_close(interpreter.get_tensor(interpreter.get_output_details()[0]["index"]), expected)
+    _invokes_match_litert(interpreter, model)
 
 
 def test_consecutive_element_wise_calls_on_adjacent_memory_are_one_call():
@@ -390,12 +396,7 @@ def test_consecutive_element_wise_calls_on_adjacent_memory_are_one_call():
     model = convert(f, [tf.TensorSpec((1, 64), tf.float32)], key="merge-adjacent-gates")
     interpreter = numlite.Interpreter(model_content=model)
     interpreter.allocate_tensors()
-    inputs = random_inputs(model)
-    expected = run_litert(model, inputs)[0]
-    for _ in range(3):  # the second invoke on runs the compiled program
-        interpreter.set_tensor(interpreter.get_input_details()[0]["index"], inputs[0])
-        interpreter.invoke()
-        assert_close(interpreter.get_tensor(interpreter.get_output_details()[0]["index"]), expected)
+    _invokes_match_litert(interpreter, model)
     sg = interpreter.subgraph(0)
     logistic = [(fn, args) for step, fn, args in sg._program.calls if step.op_name == "LOGISTIC"]
     nodes = [st for st in sg.steps if st.op_name == "LOGISTIC"]

@@ -781,52 +781,42 @@ def direct_call(kernel: Kernel, ins: list, outs: list) -> tuple[Callable[..., An
     would run: ``direct`` defined on the class that defines ``eval`` or below it, and no
     per-instance ``eval`` override.
     """
-    method = kernel.eval
-    owner = getattr(method, "__self__", None)
-    if owner is None or "eval" in vars(owner):
-        return None
-    direct = getattr(owner, "direct", None)
-    if direct is None:
-        return None
-    mro = type(owner).__mro__
-    eval_cls = next((c for c in mro if "eval" in c.__dict__), None)
-    direct_cls = next((c for c in mro if "direct" in c.__dict__), None)
-    if eval_cls is None or direct_cls is None or not issubclass(direct_cls, eval_cls):
-        return None
-    return direct(ins, outs)
+    owner = _describing_eval(kernel, "direct")
+    return None if owner is None else owner.direct(ins, outs)
 
 
 def in_place_inputs(kernel: Kernel) -> tuple[int, ...]:
     """Positions of the inputs whose memory the node's output 0 may share (``inplace`` on the
     kernel class: its eval reads every element of such an input before, or as, it writes that
-    element of the output). Trusted only where it describes the eval that runs: declared on the
-    class defining ``eval`` or below it, as for :func:`direct_call`."""
-    method = kernel.eval
-    owner = getattr(method, "__self__", None)
-    if owner is None or "eval" in vars(owner):
-        return ()
-    mro = type(owner).__mro__
-    eval_cls = next((c for c in mro if "eval" in c.__dict__), None)
-    inplace_cls = next((c for c in mro if "inplace" in c.__dict__), None)
-    if eval_cls is None or inplace_cls is None or not issubclass(inplace_cls, eval_cls):
-        return ()
-    return tuple(owner.inplace)
+    element of the output). Trusted only where it describes the eval that runs, as for
+    :func:`direct_call`."""
+    owner = _describing_eval(kernel, "inplace")
+    return () if owner is None else tuple(owner.inplace)
 
 
 def output_parts_of(kernel: Kernel) -> int | None:
     """The position of the input whose bytes the node's outputs are, one after the other in
     order (``parts_of`` on the kernel, set at prepare: a SPLIT, SPLIT_V or UNPACK along the
-    outermost axis of more than one element), or None. Trusted only where it describes the eval that runs, as for :func:`in_place_inputs`."""
-    method = kernel.eval
-    owner = getattr(method, "__self__", None)
-    if owner is None or "eval" in vars(owner) or getattr(owner, "parts_of", None) is None:
+    outermost axis of more than one element), or None. Trusted only where it describes the
+    eval that runs, as for :func:`direct_call`."""
+    owner = _describing_eval(kernel, "parts_of")
+    parts = None if owner is None else owner.parts_of
+    return None if parts is None else int(parts)
+
+
+def _describing_eval(kernel: Kernel, attribute: str) -> Kernel | None:
+    """The kernel whose bound ``eval`` the node runs, when ``attribute`` is declared on the
+    class that defines that ``eval`` or on a subclass of it (so it describes that eval, not a
+    base class's), and no instance overrides ``eval``; else None."""
+    owner = getattr(kernel.eval, "__self__", None)
+    if owner is None or "eval" in vars(owner):
         return None
     mro = type(owner).__mro__
     eval_cls = next((c for c in mro if "eval" in c.__dict__), None)
-    parts_cls = next((c for c in mro if "parts_of" in c.__dict__), None)
-    if eval_cls is None or parts_cls is None or not issubclass(parts_cls, eval_cls):
+    declaring = next((c for c in mro if attribute in c.__dict__), None)
+    if eval_cls is None or declaring is None or not issubclass(declaring, eval_cls):
         return None
-    return int(owner.parts_of)
+    return owner
 
 
 def _check_output_shape(where: str, tensor: int, shape: tuple[int, ...], dtype: np.dtype) -> None:
