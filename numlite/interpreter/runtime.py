@@ -455,8 +455,10 @@ class Generated:
     argument arrays, the runtimes and steps the hooks are told about) is a closure variable
     ``cN`` of the generated ``run``; ``c0`` is the interpreter. :meth:`node` appends one node:
     the check of ``interpreter.watching`` (so that ``cancel()`` from another thread stops the
-    invoke before the next node; a loop checks only before its cond and body) and the call. ``run`` raising names its node through
-    :meth:`failed`, from the traceback's line: nothing is counted at run time.
+    invoke before the next node; a loop checks only before its cond and body) and the call,
+    or nothing for a node the memory plan did, or Python arithmetic for single values
+    (:func:`scalar_statement`). ``run`` raising names its node through :meth:`failed`, from
+    the traceback's line: nothing is counted at run time.
     """
 
     _HEADER = 3  # "def make(v):", the unpacking, "def run():": the body starts on line 4
@@ -659,7 +661,10 @@ class LoopProgram:
         return self._generated.failed(e)
 
 
-def merge_adjacent(previous: tuple[Step, Callable[..., Any], tuple], fn: Callable[..., Any], args: tuple) -> tuple[Step, Callable[..., Any], tuple] | None:
+Call = tuple[Step, Callable[..., Any], tuple]  # a node's step, the function doing its work, its arguments
+
+
+def merge_adjacent(previous: Call, fn: Callable[..., Any], args: tuple) -> Call | None:
     """One call for two consecutive calls of the same element-wise function ``fn(x, out)``
     whose inputs, and whose outputs, lie one after the other in memory: an LSTM step's input
     and forget gates, slices of one buffer, each through LOGISTIC in place (four ufunc calls
@@ -711,7 +716,7 @@ _SCALAR_OPERATORS: dict[Any, str] = {
 }
 
 
-def scalar_condition(calls: Sequence[tuple[Step, Callable[..., Any], tuple]], truth: np.ndarray, name: Callable[[Any], str]) -> str | None:
+def scalar_condition(calls: Sequence[Call], truth: np.ndarray, name: Callable[[Any], str]) -> str | None:
     """A loop condition computed in Python: the expression (over ``name(array).item()`` of
     its inputs) of the boolean ``truth`` that ``calls`` (a cond's node calls) compute, when
     every call is a comparison or logical op of single values (``i < n``, ``i < n and t < m``)
