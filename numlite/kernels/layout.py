@@ -185,13 +185,62 @@ class Pack(Kernel):
         np.stack(ins, axis=self.axis, out=outs[0])
 
 
+def _split_copies(x: np.ndarray, axis: int, outs: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``(output, the view of x it receives)`` for consecutive parts of ``x`` along ``axis``."""
+    copies = []
+    start = 0
+    index = [slice(None)] * x.ndim
+    for out in outs:
+        index[axis] = slice(start, start + out.shape[axis])
+        start += out.shape[axis]
+        copies.append((out, x[tuple(index)]))
+    return copies
+
+
+def _copy_parts(copies: list[tuple[np.ndarray, np.ndarray]]) -> None:
+    for out, part in copies:
+        copy_into(out, part)
+
+
+def _unshared(copies: list[tuple[np.ndarray, np.ndarray]]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The copies whose output is not already the very memory of its part (``_Parts``)."""
+    return [(out, part) for out, part in copies if not (out.ctypes.data == part.ctypes.data and part.flags.c_contiguous)]
+
+
+class _Parts(Kernel):
+    """An op whose outputs are consecutive parts of its input ``value`` (SPLIT, SPLIT_V,
+    UNPACK). Along the outermost axis of more than one element the parts are consecutive
+    slices of the input's bytes (``parts_of``, set at prepare): the memory plan then gives each
+    part its slice when the input dies here, and the node copies nothing (an LSTM step's four
+    gates); otherwise it copies each part from a view of the input."""
+
+    value = 0  # the position of the input cut into parts
+    parts_of: int | None = None  # ``value`` when the memory plan may hand out the parts, else None
+
+    def _parts_contiguous(self, shape: tuple[int, ...], axis: int) -> None:
+        self.parts_of = self.value if math.prod(shape[:axis]) == 1 else None
+
+    def _copies(self, x: np.ndarray, outs: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
+        return _split_copies(x, self.axis, outs)
+
+    def eval(self, ins, outs):
+        _copy_parts(_unshared(self._copies(ins[self.value], outs)))
+
+    def direct(self, ins, outs):
+        """The copies into every output, from views of the input made once; no call at all
+        when every output is its part's memory."""
+        if ins[self.value] is None or any(out is None for out in outs):
+            return None
+        copies = _unshared(self._copies(ins[self.value], outs))
+        return (_copy_parts, (copies,)) if copies else (nothing, ())
+
+
 @register("UNPACK")
-class Unpack(Kernel):
-    """Splits the input along ``axis`` into ``num`` outputs of rank - 1 (along the outermost
-    axis of more than one element, slices of a dying input's memory: see :class:`Split`)."""
+class Unpack(_Parts):
+    """Splits the input along ``axis`` into ``num`` outputs of rank - 1 (in place: see
+    :class:`_Parts`)."""
 
     DTYPES = (I32, F32, F16, U8, I8, I16, BOOL)
-    parts_of: int | None = None  # set at prepare: the input whose bytes the outputs are, if any
 
     def prepare(self, ins):
         self.parts_of = None
@@ -213,58 +262,21 @@ class Unpack(Kernel):
         if any(_output_quant(self, k) != _quant(x) for k in range(num)):
             raise self.fail("outputs must have the input's scale and zero point")
         self.axis = axis
-        self.parts_of = 0 if math.prod(x.shape[:axis]) == 1 else None
+        self._parts_contiguous(x.shape, axis)
         return [Spec(x.shape[:axis] + x.shape[axis + 1 :], x.dtype)] * num
-
-    def eval(self, ins, outs):
-        _copy_parts(self._copies(ins[0], outs))
-
-    def direct(self, ins, outs):
-        """The copies into every output from views made once; no call at all when every
-        output is its part's memory."""
-        if ins[0] is None or any(out is None for out in outs):
-            return None
-        copies = self._copies(ins[0], outs)
-        return (_copy_parts, (copies,)) if copies else (nothing, ())
 
     def _copies(self, x: np.ndarray, outs: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
         x = np.moveaxis(x, self.axis, 0)
-        return _unshared([(out, x[k, ...]) for k, out in enumerate(outs)])  # views, 0-d too
-
-
-def _split_copies(x: np.ndarray, axis: int, outs: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
-    """``(output, the view of x it receives)`` for consecutive parts of ``x`` along ``axis``."""
-    copies = []
-    start = 0
-    index = [slice(None)] * x.ndim
-    for out in outs:
-        index[axis] = slice(start, start + out.shape[axis])
-        start += out.shape[axis]
-        copies.append((out, x[tuple(index)]))
-    return copies
-
-
-def _copy_parts(copies: list[tuple[np.ndarray, np.ndarray]]) -> None:
-    for out, part in copies:
-        copy_into(out, part)
-
-
-def _unshared(copies: list[tuple[np.ndarray, np.ndarray]]) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The copies whose output is not already the very memory of its part (``Split.parts_of``)."""
-    return [(out, part) for out, part in copies if not (out.ctypes.data == part.ctypes.data and part.flags.c_contiguous)]
+        return [(out, x[k, ...]) for k, out in enumerate(outs)]  # views, 0-d ones too
 
 
 @register("SPLIT")
-class Split(Kernel):
+class Split(_Parts):
     """Splits ``value`` (the SECOND input) into ``num_splits`` equal parts along the axis held
-    by the first input.
-
-    Along the outermost axis of more than one element the parts are consecutive slices of the
-    input's bytes (``parts_of``): the memory plan then gives each part its slice when the input
-    dies here, and the node copies nothing (an LSTM step's four gates)."""
+    by the first input (in place: see :class:`_Parts`)."""
 
     DTYPES = (F32, U8, I8, I16, I32, I64)
-    parts_of: int | None = None  # set at prepare: the input whose bytes the outputs are, if any
+    value = 1
 
     def prepare(self, ins):
         self.parts_of = None
@@ -284,30 +296,17 @@ class Split(Kernel):
         if n == 0 or x.shape[axis] % n:
             raise self.fail(f"dimension {axis} of {x.shape} does not split evenly into {n}")
         self.axis = axis
-        self.parts_of = 1 if math.prod(x.shape[:axis]) == 1 else None
+        self._parts_contiguous(x.shape, axis)
         shape = x.shape[:axis] + (x.shape[axis] // n,) + x.shape[axis + 1 :]
         return [Spec(shape, x.dtype)] * n
 
-    def eval(self, ins, outs):
-        _copy_parts(_unshared(_split_copies(ins[1], self.axis, outs)))
-
-    def direct(self, ins, outs):
-        """The copies into every output, from views of the input made once; no call at all
-        when every output is its part's memory."""
-        if ins[1] is None or any(out is None for out in outs):
-            return None
-        copies = _unshared(_split_copies(ins[1], self.axis, outs))
-        return (_copy_parts, (copies,)) if copies else (nothing, ())
-
 
 @register("SPLIT_V")
-class SplitV(Kernel):
+class SplitV(_Parts):
     """Splits ``value`` along an axis into parts of the sizes in ``size_splits`` (one of which
-    may be -1: whatever remains); along the outermost axis of more than one element, slices of
-    a dying input's memory (see :class:`Split`)."""
+    may be -1: whatever remains; in place: see :class:`_Parts`)."""
 
     DTYPES = (F32, U8, I16, U16, I32, I64, I8)
-    parts_of: int | None = None  # set at prepare: the input whose bytes the outputs are, if any
 
     def prepare(self, ins):
         self.parts_of = None
@@ -340,18 +339,8 @@ class SplitV(Kernel):
         if any(s < 0 for s in sizes):
             raise self.fail(f"size_splits {sizes} has a negative size")
         self.axis = axis
-        self.parts_of = 0 if math.prod(x.shape[:axis]) == 1 else None
+        self._parts_contiguous(x.shape, axis)
         return [Spec(x.shape[:axis] + (s,) + x.shape[axis + 1 :], x.dtype) for s in sizes]
-
-    def eval(self, ins, outs):
-        _copy_parts(_unshared(_split_copies(ins[0], self.axis, outs)))
-
-    def direct(self, ins, outs):
-        """As :meth:`Split.direct`."""
-        if ins[0] is None or any(out is None for out in outs):
-            return None
-        copies = _unshared(_split_copies(ins[0], self.axis, outs))
-        return (_copy_parts, (copies,)) if copies else (nothing, ())
 
 
 @register("TILE")
