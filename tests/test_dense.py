@@ -109,6 +109,30 @@ def test_fully_connected_batch_resize():
     assert_matches_litert(model, [x])
 
 
+def test_fully_connected_large_weights_against_one_row_are_read_as_stored():
+    """One row against weights over ``STORED_LAYOUT_BYTES`` reads them in the model's own
+    [units, depth] layout, with no transposed copy (a classifier head's weights are not
+    doubled in memory); resized to more rows, the kernel transposes them once again."""
+    from numlite.kernels.dense import STORED_LAYOUT_BYTES
+
+    w, b = _weights((1024, 640), 10, scale=0.1), _weights((640,), 11)
+    assert w.nbytes >= STORED_LAYOUT_BYTES
+    model = convert(lambda x: tf.matmul(x, w) + b, [tf.TensorSpec((1, 1024), tf.float32)], key="fc stored layout")
+    assert op_names(model) == ["FULLY_CONNECTED"], op_names(model)
+    assert_matches_litert(model)
+    interpreter = numlite.Interpreter(model_content=model)
+    interpreter.allocate_tensors()
+    sg = interpreter.subgraph(0)
+    kernel, constant = sg.plan[0].kernel.impl, sg.arrays[sg.plan[0].inputs[1]]
+    assert np.shares_memory(kernel.weights, constant)
+    x = np.random.default_rng(12).uniform(-1, 1, (3, 1024)).astype(np.float32)
+    assert_matches_litert(model, [x])
+    interpreter.resize_tensor_input(interpreter.get_input_details()[0]["index"], [3, 1024])
+    interpreter.allocate_tensors()
+    assert not np.shares_memory(sg.plan[0].kernel.impl.weights, constant)
+    assert sg.plan[0].kernel.impl.weights.flags.c_contiguous
+
+
 @pytest.mark.parametrize("code", [4, 5])  # TANH, SIGN_BIT
 def test_fully_connected_non_clamp_activation_is_rejected_like_litert(code):
     w = _weights((6, 3), 9)

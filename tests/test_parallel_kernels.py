@@ -120,10 +120,16 @@ def test_workers_take_the_callers_flush_to_zero_mode(split_everything):
     assert (tiny * np.float32(1)).all()  # outside the context denormals are kept
 
 
-def test_kernels_share_one_scratchpad():
+def _byte_range(a: np.ndarray) -> tuple[int, int]:
+    start = a.__array_interface__["data"][0]
+    return start, start + a.nbytes
+
+
+def test_working_memory_is_planned_in_the_arena():
     """Pools (with a -inf border), convolutions and depthwise convolutions (zero borders) carve
-    their padded inputs from one buffer, as large as the largest single need; every invoke
-    writes the borders again, so each op still sees its own padding."""
+    their padded inputs and im2col blocks from the arena, as TFLite's temporaries: each from
+    bytes that no tensor alive at its step uses, shared with tensors alive at other steps.
+    Every invoke writes the borders again, so each op still sees its own padding."""
     w1, b1 = _weights((3, 3, 4, 6), 7), _weights((6,), 8)
     w2, b2 = _weights((5, 5, 6, 1), 9), _weights((6,), 10)
 
@@ -143,12 +149,31 @@ def test_kernels_share_one_scratchpad():
     for _ in range(2):
         interpreter.invoke()
         assert_close(interpreter.get_tensor(interpreter.get_output_details()[0]["index"]), expected[0])
-    kernels = [_kernel(interpreter, n) for n in range(len(interpreter.subgraph(0).plan))]
-    needs = [k.scratch_bytes for k in kernels if hasattr(k, "scratch_bytes")]
-    assert len([n for n in needs if n]) >= 3
-    pads = {id(k.pad) for k in kernels if getattr(k, "scratch_specs", None)}
-    assert len(pads) == 1
-    assert next(k.pad for k in kernels if getattr(k, "scratch_specs", None)).nbytes == max(needs)
+    sg = interpreter.subgraph(0)
+    first, last = {}, {}
+    for s, step in enumerate(sg.plan):
+        for t in [*step.inputs, *step.outputs]:
+            if t >= 0:
+                first.setdefault(t, s)
+                last[t] = s
+    arena = _byte_range(sg.arena)
+    users = 0
+    for s in range(len(sg.plan)):
+        kernel = _kernel(interpreter, s)
+        if not getattr(kernel, "scratch_specs", None):
+            continue
+        users += 1
+        lo, hi = _byte_range(kernel.pad.buffer)
+        assert kernel.pad.nbytes == kernel.scratch_bytes
+        assert arena[0] <= lo and hi <= arena[1]  # in the arena...
+        for t, _, _ in sg.arena_plan:  # ...apart from every tensor alive at its step
+            if first[t] <= s <= last[t]:
+                t_lo, t_hi = _byte_range(sg.arrays[t])
+                assert t_hi <= lo or hi <= t_lo, f"node {s}'s working memory overlaps tensor {t}"
+    assert users >= 3
+    tensors_only = max(offset + nbytes for _, offset, nbytes in sg.arena_plan)
+    largest_need = max(nbytes for _, _, nbytes in sg.scratch_plan)
+    assert sg.arena_bytes < tensors_only + largest_need  # the needs reuse dead tensors' bytes
 
 
 @pytest.mark.skipif(parallel._BLAS is None, reason="NumPy's OpenBLAS not found: its pool cannot be read")

@@ -33,6 +33,14 @@ def _align(n: int) -> int:
     return (n + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
 
 
+def aligned_zeros(nbytes: int) -> np.ndarray:
+    """``nbytes`` zero bytes starting on an ``ALIGNMENT`` boundary (NumPy promises 16), so that
+    every offset the plan aligns is aligned in memory too."""
+    raw = np.zeros(nbytes + ALIGNMENT, np.uint8)
+    start = (-raw.ctypes.data) % ALIGNMENT
+    return raw[start : start + nbytes]
+
+
 def plan_arena(lifetimes: list[Lifetime], shares: dict[int, tuple[int, int]] | None = None) -> tuple[dict[int, int], int]:
     """Offsets for every tensor and the arena size they need, in bytes. ``shares`` maps a tensor
     to ``(host, byte offset)``: the tensor takes over the host's memory from that offset on (an
@@ -114,7 +122,7 @@ class SharedArena:
             self.private.pop(subgraph, None)
             return self.buffer[base : base + size]
         self.private[subgraph] = size
-        return np.zeros(size, np.uint8)
+        return aligned_zeros(size)
 
     def _capacity(self, subgraph: int, base: int) -> int:
         # It may grow until its first callee's region begins; nothing else is live beside it.
@@ -138,6 +146,6 @@ class SharedArena:
         for s in self.sizes:
             base_of(s)
         total = max((bases[s] + _align(self.sizes[s]) for s in self.sizes), default=0)
-        self.buffer = np.zeros(total, np.uint8)
+        self.buffer = aligned_zeros(total)
         self.bases, self.private = bases, {}
         return {s: self.buffer[bases[s] : bases[s] + self.sizes[s]] for s in self.sizes}

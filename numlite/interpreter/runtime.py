@@ -27,7 +27,8 @@ import numpy as np
 from numlite.errors import CancelledError, InvokeError, NumliteError, PrepareError
 from numlite.interpreter.planner import Lifetime, plan_arena
 from numlite.kernels import Kernel, Node, Spec, TensorInfo
-from numlite.kernels.base import copy_into, nothing
+from numlite.kernels.base import QuantizedDispatch, copy_into, nothing
+from numlite.kernels.scratchpad import Scratchpad, ScratchUser
 from numlite.model.ir import Model
 
 if TYPE_CHECKING:
@@ -68,6 +69,7 @@ class SubgraphRuntime:
         self.arena: np.ndarray = np.zeros(0, np.uint8)
         self.arena_bytes = 0
         self.arena_plan: list[tuple[int, int, int]] = []  # (tensor, offset, bytes)
+        self.scratch_plan: list[tuple[ScratchUser, int, int]] = []  # (kernel, offset, bytes) of working memory
         self.allocated = False
         self.allocation_error: Exception | None = None  # why the last allocate() failed
         self.inputs_set: set[int] = set()  # inputs given data since their memory was made
@@ -237,8 +239,15 @@ class SubgraphRuntime:
             elif i in first:
                 nbytes = int(np.prod(self.shapes[i], dtype=np.int64)) * self.dtypes[i].itemsize
                 lifetimes.append(Lifetime(i, nbytes, first[i], last[i]))
-        offsets, size = plan_arena(lifetimes, self._in_place_shares(lifetimes, last))
+        shares = self._in_place_shares(lifetimes, last)
+        # A kernel's working memory is a temporary of its step (as in TFLite): it shares bytes
+        # with the tensors that are not alive then. Numbered after the tensors.
+        n = len(self.graph.tensors)
+        users = {s: _scratch_user(step.kernel) for s, step in enumerate(self.plan) if not step.folded and not step.dynamic}
+        temporaries = [Lifetime(n + s, user.scratch_bytes, s, s) for s, user in users.items() if user is not None]
+        offsets, size = plan_arena(lifetimes + temporaries, shares)
         self.arena_plan = [(t.tensor, offsets[t.tensor], t.nbytes) for t in lifetimes]
+        self.scratch_plan = [(users[t.tensor - n], offsets[t.tensor], t.nbytes) for t in temporaries]
         self.arena_bytes = size
         self.use_arena(self.interpreter.arena.region(self.index, size))
 
@@ -295,6 +304,8 @@ class SubgraphRuntime:
             if key not in views:
                 views[key] = buffer[offset : offset + nbytes].view(self.dtypes[t]).reshape(self.shapes[t])
             self.arrays[t] = views[key]
+        for user, offset, nbytes in self.scratch_plan:
+            user.pad = Scratchpad(buffer[offset : offset + nbytes])
 
     def _own_array(self, i: int) -> None:
         shape, dtype = self.shapes[i], self.dtypes[i]
@@ -788,6 +799,14 @@ def direct_call(kernel: Kernel, ins: list, outs: list) -> tuple[Callable[..., An
     """
     owner = _describing_eval(kernel, "direct")
     return None if owner is None else owner.direct(ins, outs)
+
+
+def _scratch_user(kernel: Kernel) -> ScratchUser | None:
+    """The kernel that carves working memory at eval (the node's own, or the one its
+    dispatcher chose at prepare), None when it wants none."""
+    if isinstance(kernel, QuantizedDispatch):
+        kernel = kernel.impl  # type: ignore[assignment]
+    return kernel if isinstance(kernel, ScratchUser) and kernel.scratch_specs else None
 
 
 def in_place_inputs(kernel: Kernel) -> tuple[int, ...]:

@@ -30,7 +30,7 @@ from numlite.errors import PrepareError
 from numlite.kernels import hybrid, parallel
 from numlite.kernels.base import Kernel, Spec, TensorInfo, register, scratch
 from numlite.kernels.clamp import clamp
-from numlite.kernels.scratchpad import border_views, check_size, nbytes_of, scratchpad_for
+from numlite.kernels.scratchpad import ScratchUser, border_views, check_size
 from numlite.kernels.operands import input_weights_bias, transpose_conv_operands
 
 SAME, VALID = 0, 1
@@ -413,7 +413,7 @@ def _expect_rank(kernel: Kernel, t: TensorInfo, rank: int, what: str) -> None:
 # im2col scratch stays under about this many bytes (ResNet50's first layer would need 7 MiB).
 COL_BLOCK_BYTES = 1 << 21
 # Likewise for the padded, phase-split input rows a strided depthwise block lays out.
-PLANE_BLOCK_BYTES = 1 << 20
+PLANE_BLOCK_BYTES = 1 << 18
 # Depthwise convolutions of multiplier 1 sum their taps with one einsum (a multiply-add per tap
 # and element, where the taps take a multiply and an add, two passes). At a horizontal stride
 # of 1 its inner loop runs along whole output rows (OW * C values; EfficientNetB0's and
@@ -428,38 +428,6 @@ def row_blocks(n: int, oh: int, parts: int) -> list[tuple[int, int, int]]:
     crossing from one batch element into the next (their strided views do not merge)."""
     per_batch = max(1, -(-parts // max(n, 1)))
     return [(b, y0, y1) for b in range(n) for y0, y1 in parallel.split(oh, per_batch)]
-
-
-class ScratchUser:
-    """Mixin of kernels whose working memory comes from the interpreter's scratchpad
-    (``scratchpad``): they list it at prepare and carve it at eval, when stale."""
-
-    scratch_specs: list = []
-    generation = -1
-
-    def want_scratch(self, specs: Sequence[tuple[tuple[int, ...], np.dtype]]) -> None:
-        """Note the arrays eval will carve (each checked by ``scratchpad.check_size``)."""
-        self.scratch_specs = list(specs)
-        for shape, dtype in self.scratch_specs:
-            check_size(shape, dtype)
-        self.pad = scratchpad_for(self.node)
-        self.pad.reserve(nbytes_of(self.scratch_specs))
-        self.generation = -1
-
-    def scratch_stale(self) -> bool:
-        return bool(self.scratch_specs) and self.generation != self.pad.generation
-
-    def take_scratch(self) -> list[np.ndarray]:
-        if not self.scratch_specs:
-            return []
-        arrays = self.pad.carve(self.scratch_specs)
-        self.generation = self.pad.generation
-        return arrays
-
-    @property
-    def scratch_bytes(self) -> int:
-        """Bytes of scratchpad this kernel uses (the pad holds the largest kernel's)."""
-        return nbytes_of(self.scratch_specs)
 
 
 def block_parts(threads: int) -> int:

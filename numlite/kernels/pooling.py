@@ -18,7 +18,8 @@ import numpy as np
 
 from numlite.kernels.base import Kernel, Spec, TensorInfo, register
 from numlite.kernels.clamp import clamp
-from numlite.kernels.conv import ScratchUser, TapSource, filter_taps, output_window
+from numlite.kernels.conv import TapSource, filter_taps, output_window
+from numlite.kernels.scratchpad import ScratchUser
 
 FLOAT = np.dtype(np.float32)
 

@@ -42,7 +42,6 @@ from numlite.kernels import parallel
 from numlite.kernels.base import Kernel, Spec, TensorInfo, has_scale, register
 from numlite.kernels.conv import (
     PaddedInput,
-    ScratchUser,
     TapSource,
     _expect_rank,
     _spatial_options,
@@ -70,7 +69,6 @@ from numlite.kernels.operands import (
     input_weights_bias,
     transpose_conv_operands,
 )
-
 from numlite.kernels.quantized_blocks import (
     FLOAT32_EXACT,
     FLOAT64_EXACT,
@@ -79,6 +77,7 @@ from numlite.kernels.quantized_blocks import (
     accumulation_dtype,
     column_l1,
 )
+from numlite.kernels.scratchpad import ScratchUser
 
 F64 = np.dtype(np.float64)
 INT8, UINT8, INT16 = np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16)

@@ -1,19 +1,22 @@
-"""Working memory shared by the heavy kernels of one interpreter.
+"""Working memory of the heavy kernels: im2col blocks, a zero-bordered copy of an input,
+per-thread products.
 
-The kernels of an interpreter run one at a time, so their scratch arrays (a zero-bordered copy
-of a convolution's input, im2col blocks, per-thread products) need not coexist: one buffer as
-large as the largest single request serves them all, instead of the sum of every node's.
-
-A kernel states at prepare how many bytes it will want (:meth:`Scratchpad.reserve`) and takes
-its arrays at eval (:meth:`Scratchpad.carve`), binding views to them once. Whenever the buffer
-is replaced (a later, larger request) the pad's ``generation`` changes and each kernel carves
-its arrays again on its next eval. Since other kernels write the same memory in between, a
-kernel may assume nothing about what its scratch held before this eval: constant borders are
-written again every time (they are small next to the interior).
+A kernel lists at prepare the arrays it will want (:meth:`ScratchUser.want_scratch`) and takes
+them at eval (:meth:`ScratchUser.take_scratch`), binding views to them once. Like TFLite's
+temporaries, that memory lives in the arena for the duration of the node's step: the runtime
+plans it beside the tensors and hands the kernel a :class:`Scratchpad` over its bytes, which
+other steps' tensors use when the node is not running. A kernel without a planned place (a node
+prepared at run time, under dynamic shapes) carves from the interpreter's shared pad, one
+buffer as large as the largest such request. Each new buffer has a new ``generation``; a kernel
+carves again on its next eval when its pad's generation is not the one it carved from. Since
+other nodes write the same memory in between, a kernel may assume nothing about what its
+scratch held before this eval: constant borders are written again every time (they are small
+next to the interior).
 """
 
 from __future__ import annotations
 
+import itertools
 import weakref
 from typing import Any, Sequence
 
@@ -44,31 +47,31 @@ def nbytes_of(specs: Sequence[tuple[tuple[int, ...], Any]]) -> int:
     return sum(_aligned(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize) for shape, dtype in specs)
 
 
-class Scratchpad:
-    """One growing byte buffer, carved into arrays from its start by each kernel in turn."""
+_generations = itertools.count(1)  # unique across pads: a kernel may move from one to another
 
-    def __init__(self) -> None:
-        self.buffer = np.empty(0, np.uint8)
-        self.reserved = 0
-        self.generation = 0
+
+class Scratchpad:
+    """A byte buffer carved into arrays from its start: the bytes the arena plan gave one node
+    (``buffer``), or the interpreter's shared pad, which grows to the largest request."""
+
+    def __init__(self, buffer: np.ndarray | None = None) -> None:
+        self.buffer = np.empty(0, np.uint8) if buffer is None else buffer
+        self.generation = next(_generations)
 
     @property
     def nbytes(self) -> int:
-        """Bytes held now (the largest request seen so far once every kernel has run)."""
+        """Bytes held now."""
         return int(self.buffer.nbytes)
 
-    def reserve(self, nbytes: int) -> None:
-        """Note a kernel's need at prepare; memory is allocated by the first carve."""
-        self.reserved = max(self.reserved, int(nbytes))
-
     def carve(self, specs: Sequence[tuple[tuple[int, ...], Any]]) -> list[np.ndarray]:
-        """Arrays of the given shapes and dtypes, one after the other in the buffer."""
-        need = max(nbytes_of(specs), self.reserved)
+        """Arrays of the given shapes and dtypes, one after the other in the buffer (a larger
+        one replaces it first if needed)."""
+        need = nbytes_of(specs)
         if need > self.buffer.nbytes:
             raw = scratch((need + ALIGN,), np.uint8)  # refused beyond the verifier's bound
             start = (-raw.ctypes.data) % ALIGN
             self.buffer = raw[start : start + need]
-            self.generation += 1
+            self.generation = next(_generations)
         arrays, offset = [], 0
         for shape, dtype in specs:
             dtype = np.dtype(dtype)
@@ -93,6 +96,38 @@ def scratchpad_for(node: Any) -> Scratchpad:
         return pad
     except TypeError:  # not weakly referenceable: keep one per kernel
         return Scratchpad()
+
+
+class ScratchUser:
+    """Mixin of kernels with working memory (see the module's docstring): they list it at
+    prepare and carve it at eval, when stale."""
+
+    scratch_specs: list = []
+    generation = -1
+
+    def want_scratch(self, specs: Sequence[tuple[tuple[int, ...], Any]]) -> None:
+        """Note the arrays eval will carve (each checked by :func:`check_size`); until the
+        runtime plans their place, they come from the shared pad."""
+        self.scratch_specs = list(specs)
+        for shape, dtype in self.scratch_specs:
+            check_size(shape, dtype)
+        self.pad = scratchpad_for(self.node)  # type: ignore[attr-defined]
+        self.generation = -1
+
+    def scratch_stale(self) -> bool:
+        return bool(self.scratch_specs) and self.generation != self.pad.generation
+
+    def take_scratch(self) -> list[np.ndarray]:
+        if not self.scratch_specs:
+            return []
+        arrays = self.pad.carve(self.scratch_specs)
+        self.generation = self.pad.generation
+        return arrays
+
+    @property
+    def scratch_bytes(self) -> int:
+        """Bytes of working memory this kernel carves."""
+        return nbytes_of(self.scratch_specs)
 
 
 def border_views(buffer: np.ndarray, start: Sequence[int], stop: Sequence[int]) -> list[np.ndarray]:
