@@ -287,10 +287,9 @@ def benchmark(
     return row
 
 
-def _tensor_footprint(interpreter: Any, model: Any) -> int:
-    """Bytes covered by the buffers of LiteRT's non-constant tensors in ALL subgraphs, each
-    address range counted once (callees share buffers with their callers), excluding the main
-    subgraph's inputs and outputs (numlite's arena does not hold them either).
+def tensor_ranges(interpreter: Any, model: Any) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """The address ranges of LiteRT's non-constant tensors with data now, in ALL subgraphs: the
+    main subgraph's inputs and outputs apart (numlite's arena does not hold them).
 
     Reads each tensor through the wrapper's ``tensor(base, index, subgraph)`` view; 0-d tensors
     come back as NumPy scalars (copies, no address) and are left out.
@@ -312,6 +311,16 @@ def _tensor_footprint(interpreter: Any, model: Any) -> int:
             start = view.__array_interface__["data"][0]
             span = (start, start + view.nbytes)
             (excluded if s == 0 and (i in main.inputs or i in main.outputs) else ranges).append(span)
+    return ranges, excluded
+
+
+def tensor_footprint(snapshots: list[tuple[list[tuple[int, int]], list[tuple[int, int]]]]) -> int:
+    """Bytes covered by the ranges of several :func:`tensor_ranges` snapshots, each address
+    counted once. LiteRT allocates a callee's arena when the control-flow op is prepared and
+    frees it after the op runs, so the callees' tensors have data only in a snapshot taken
+    after ``allocate_tensors()`` and before ``invoke()``; the caller's, in both."""
+    ranges = [r for snapshot, _ in snapshots for r in snapshot]
+    excluded = [r for _, snapshot in snapshots for r in snapshot]
     total, reach = 0, 0
     for begin, end in sorted(ranges):  # the size of the union of the ranges...
         if any(b < end and begin < e for b, e in excluded):  # ...that are not the model's inputs/outputs
@@ -335,14 +344,16 @@ def litert_memory_child(case_name: str, path: str, iterations: int, seed: int) -
         experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
     )  # fmt: skip
     inputs = case_inputs(CASES[case_name], interpreter.get_input_details(), iterations, seed)
+    model = read_model_file(path)
     before = whole_models._rss_bytes()
     interpreter.allocate_tensors()
+    allocated = tensor_ranges(interpreter, model)  # the callees' arenas exist only now
     _feed(interpreter, inputs)
     interpreter.invoke()
     after = whole_models._rss_bytes()
     result = {"rss_growth_bytes": after - before}
     print(json.dumps(result), flush=True)  # in case reading the tensors fails below
-    result["tensor_bytes"] = _tensor_footprint(interpreter, read_model_file(path))
+    result["tensor_bytes"] = tensor_footprint([allocated, tensor_ranges(interpreter, model)])
     print(json.dumps(result), flush=True)
 
 

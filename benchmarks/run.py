@@ -287,6 +287,8 @@ _max_abs_diff = numlite.benchmark.max_abs_diff  # control_flow.py's name for it
 #   planner packs tensors into one buffer with no gap larger than the largest tensor, so the
 #   block is grown from the input by at most that gap. Persistent and dynamic tensors (kept
 #   elsewhere) are left out. Unlike numlite's arena, LiteRT's holds the inputs and outputs.
+#   Control-flow models: every subgraph's tensors, read after allocate_tensors() (the callees'
+#   arenas exist only then) and after the run (``control_flow.tensor_footprint``).
 # * RSS growth: the growth of resident memory over allocate_tensors() plus the first invoke
 #   (the arena's pages are only touched when the model runs), with the model bytes and the
 #   input already resident before the first reading. It also counts scratch memory outside the
@@ -324,58 +326,74 @@ def _arena_span(interpreter: Any, constant: set[int]) -> int:
     return hi - lo
 
 
-def litert_memory_child(path: str, seed: int, name: str | None = None) -> None:
-    """Body of the measuring subprocess: prints one JSON line."""
+def litert_memory_child(path: str, seed: int, name: str | None = None, xnnpack: bool = False) -> None:
+    """Body of the measuring subprocess: prints one JSON line. With ``xnnpack``, LiteRT as it
+    is timed (its default delegate, which packs the weights again) and its RSS growth only."""
     from ai_edge_litert.interpreter import Interpreter as LiteRTInterpreter
     from ai_edge_litert.interpreter import OpResolverType
 
     with open(path, "rb") as f:
         content = f.read()
+    if xnnpack:
+        interpreter = LiteRTInterpreter(model_content=content, num_threads=1)
+        details = interpreter.get_input_details()
+        inputs = model_inputs(name, details, seed) if name in SUITE else seeded_inputs(details, seed)
+        before = _rss_bytes()
+        interpreter.allocate_tensors()
+        for d, value in zip(interpreter.get_input_details(), inputs):
+            interpreter.set_tensor(d["index"], value)
+        interpreter.invoke()
+        print(json.dumps({"rss_growth_xnnpack_bytes": _rss_bytes() - before}), flush=True)
+        return
     interpreter = LiteRTInterpreter(
         model_content=content, num_threads=1,
         experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
     )  # fmt: skip
     details = interpreter.get_input_details()
     inputs = model_inputs(name, details, seed) if name in SUITE else seeded_inputs(details, seed)
+    model = read_model_file(path)
     before = _rss_bytes()
     interpreter.allocate_tensors()
+    if len(model.subgraphs) > 1:  # control flow: the callees' arenas exist only before invoke
+        import control_flow
+
+        allocated = control_flow.tensor_ranges(interpreter, model)
     for d, value in zip(interpreter.get_input_details(), inputs):
         interpreter.set_tensor(d["index"], value)
     interpreter.invoke()
     after = _rss_bytes()
     result = {"rss_growth_bytes": after - before}
     print(json.dumps(result), flush=True)  # in case reading the tensors fails below
-    model = read_model_file(path)
     graph = model.subgraphs[0]
     constant = {i for i in range(len(graph.tensors)) if model.constant(graph, i) is not None}
     if len(model.subgraphs) > 1:  # control flow: every subgraph's tensors, as control_flow.py counts them
-        import control_flow
-
-        result["arena_span_bytes"] = control_flow._tensor_footprint(interpreter, model)
+        snapshots = [allocated, control_flow.tensor_ranges(interpreter, model)]
+        result["arena_span_bytes"] = control_flow.tensor_footprint(snapshots)
     else:
         result["arena_span_bytes"] = _arena_span(interpreter, constant)
     print(json.dumps(result), flush=True)
 
 
 def litert_memory(path: str, seed: int, name: str | None = None) -> dict[str, Any]:
-    """Run :func:`litert_memory_child` in a fresh interpreter process."""
-    named = ["--models", name] if name else []
-    try:
-        done = subprocess.run(
-            [sys.executable, os.path.abspath(__file__), "--litert-memory-child", path, "--seed", str(seed), *named],
-            capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
-    except subprocess.TimeoutExpired:
-        return {"litert_memory_error": "timed out"}
+    """Run :func:`litert_memory_child` in fresh interpreter processes: builtin kernels, then
+    XNNPACK."""
     result: dict[str, Any] = {}
-    for line in reversed(done.stdout.splitlines()):
-        if line.startswith("{"):
-            result = {f"litert_{k}": v for k, v in json.loads(line).items()}
-            break
-    if done.returncode != 0 or "litert_arena_span_bytes" not in result:
-        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        tail = _one_line(Exception(tail), 200)
-        result["litert_memory_error"] = f"measurement failed (exit {done.returncode}): {tail}"
+    for xnnpack, expected in ((False, "litert_arena_span_bytes"), (True, "litert_rss_growth_xnnpack_bytes")):
+        command = [sys.executable, os.path.abspath(__file__), "--litert-memory-child", path, "--seed", str(seed)]
+        command += (["--models", name] if name else []) + (["--xnnpack"] if xnnpack else [])
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        except subprocess.TimeoutExpired:
+            result["litert_memory_error"] = "timed out"
+            continue
+        for line in reversed(done.stdout.splitlines()):
+            if line.startswith("{"):
+                result.update({f"litert_{k}": v for k, v in json.loads(line).items()})
+                break
+        if done.returncode != 0 or expected not in result:
+            tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            tail = _one_line(Exception(tail), 200)
+            result["litert_memory_error"] = f"measurement failed (exit {done.returncode}): {tail}"
     return result
 
 
@@ -384,7 +402,8 @@ def litert_memory(path: str, seed: int, name: str | None = None) -> dict[str, An
 def columns(threads: list[int]) -> list[str]:
     per_thread = [f"{c} ({n}T)" for n in threads for c in ("numlite ms", "LiteRT ms", "numlite/LiteRT")]
     return ["model", "ops", *per_thread, "Python overhead ms", "numlite arena", "LiteRT arena (est.)",
-            "LiteRT RSS growth (est.)", "max abs diff", "max abs output", "note"]  # fmt: skip
+            "numlite memory (traced)", "LiteRT RSS growth (est.)", "LiteRT RSS growth, XNNPACK (est.)",
+            "max abs diff", "max abs output", "note"]  # fmt: skip
 
 
 def _size(n: int | None) -> str:
@@ -422,7 +441,9 @@ def markdown(rows: list[dict[str, Any]], threads: list[int]) -> str:
             _ms(overhead),
             _size(r.get("numlite_arena_bytes")),
             _size(r.get("litert_arena_span_bytes")),
+            _size(r.get("numlite_traced_bytes")),
             _size(r.get("litert_rss_growth_bytes")),
+            _size(r.get("litert_rss_growth_xnnpack_bytes")),
             (f"{diff:.3g}" if isinstance(diff, float) else str(diff)) if diff is not None else "-",
             f"{r['litert_output_max_abs']:.3g}" if r.get("litert_output_max_abs") is not None else "-",
             _one_line(Exception(note), 300) if note else "",
@@ -523,10 +544,11 @@ def main(argv: list[str] | None = None) -> int:
         "--no-memory", action="store_true", help="skip the LiteRT memory estimate (a subprocess per model)"
     )
     parser.add_argument("--litert-memory-child", metavar="MODEL", help=argparse.SUPPRESS)
+    parser.add_argument("--xnnpack", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
     if args.litert_memory_child:
-        litert_memory_child(args.litert_memory_child, args.seed, args.models if args.models in SUITE else None)
+        litert_memory_child(args.litert_memory_child, args.seed, args.models if args.models in SUITE else None, args.xnnpack)
         return 0
 
     names = [n.strip() for n in args.models.split(",") if n.strip()]

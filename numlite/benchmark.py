@@ -7,8 +7,9 @@ turn ``runs`` times, the order rotating every run so that none always runs on ca
 warmed; each timed ``invoke()`` follows untimed ones of the same interpreter, long enough for
 the other interpreters' worker threads to fall asleep (:data:`SETTLE_S`); each time is the
 wall-clock ``invoke()`` alone. Reported: median milliseconds, the ratio
-numlite/LiteRT per thread count, numlite's arena, the largest output difference, and numlite's
-per-invoke Python overhead (:func:`python_overhead`).
+numlite/LiteRT per thread count, numlite's arena and all the memory it allocates to run
+(:func:`traced_memory`), the largest output difference, and numlite's per-invoke Python
+overhead (:func:`python_overhead`).
 
 Nothing here imports TensorFlow; LiteRT is optional.
 """
@@ -145,7 +146,8 @@ def measure(
         except Exception as e:  # numlite errors and kernel bugs alike: report, do not crash
             row["numlite_error"] = _one_line(e)
             break
-        row["numlite_arena_bytes"] = int(interpreter.arena_bytes)
+        # the largest over the thread counts (blocks per thread can change working memory)
+        row["numlite_arena_bytes"] = max(int(interpreter.arena_bytes), row.get("numlite_arena_bytes", 0))
         contenders.append(("numlite", n, interpreter))
         mine = interpreter
     theirs: Any = None
@@ -188,6 +190,8 @@ def measure(
         actual = [mine.get_tensor(d["index"]) for d in mine.get_output_details()]
         row["max_abs_diff"] = max_abs_diff(actual, expected)
         row["litert_output_max_abs"] = max((float(np.max(np.abs(e))) for e in expected if e.size), default=0.0)
+    if mine is not None and inputs is not None:
+        row["numlite_traced_bytes"] = max(traced_memory(model_path, inputs, n) for n in threads)
     if overhead and mine is not None and inputs is not None:
         reference = max(row["numlite_ms"].values(), default=1.0)
         try:
@@ -195,6 +199,30 @@ def measure(
         except Exception as e:
             row["python_overhead_error"] = _one_line(e)
     return row
+
+
+def traced_memory(model_path: str, inputs: Sequence[np.ndarray], num_threads: int = 1) -> int:
+    """Bytes that a fresh interpreter's ``allocate_tensors()`` and first two invokes leave
+    allocated, as ``tracemalloc`` counts them (NumPy reports its arrays to it): the arena, the
+    buffers kernels keep, weights laid out again for BLAS, the Python objects of the plan and
+    the compiled programs. The model is loaded and the input made before the first reading;
+    call it after the kernel modules are imported (a first interpreter imports them)."""
+    import tracemalloc
+
+    interpreter = numlite.Interpreter(model_path=model_path, num_threads=num_threads)
+    started = not tracemalloc.is_tracing()
+    if started:
+        tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        interpreter.allocate_tensors()
+        _feed(interpreter, inputs)
+        interpreter.invoke()
+        interpreter.invoke()  # the second one compiles the plan
+        return tracemalloc.get_traced_memory()[0] - before
+    finally:
+        if started:
+            tracemalloc.stop()
 
 
 # ----------------------------------------------------------------------------- Python overhead

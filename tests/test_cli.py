@@ -211,6 +211,9 @@ def test_bench_times_numlite_and_litert_side_by_side(model_file, tmp_path, capsy
     assert row["ratio"]["1"] == pytest.approx(row["numlite_ms"]["1"] / row["litert_ms"]["1"])
     assert row["max_abs_diff"] <= 1e-5  # the two interpreters ran the same input
     assert row["numlite_arena_bytes"] == numlite_arena(model_file)
+    # tracemalloc sees NumPy's arrays: at least the arena, which allocate_tensors makes
+    assert row["numlite_traced_bytes"] >= row["numlite_arena_bytes"] > 0
+    assert "numlite memory" in out
     assert 0 < row["python_overhead_ms"]
 
 

@@ -111,5 +111,7 @@ def test_tanh_lstm_stacked_step_product(variant, stacked, monkeypatch):
     interpreter = numlite.Interpreter(model_content=model)
     run_invokes(interpreter, [x], invokes=1)
     (step,) = interpreter.subgraph(0).steps
-    fast = getattr(step.kernel, "impl", step.kernel).lstm.fast
+    kernel = getattr(step.kernel, "impl", step.kernel)
+    fast = kernel.lstm.fast
     assert isinstance(fast, rnn.TanhLstm) and (fast.plan_.xh is not None) == stacked
+    assert (kernel.gates.size == 0) == stacked  # the stacked rows need no input projections

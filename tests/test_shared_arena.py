@@ -77,3 +77,18 @@ def test_results_survive_reallocation_of_the_shared_arena():
         np.testing.assert_allclose(
             interpreter.get_tensor(interpreter.get_output_details()[0]["index"]), expected, rtol=1e-5, atol=1e-5
         )
+
+
+def test_planner_aligns_small_tensors_to_16_bytes_and_others_to_64():
+    """A loop's counters and booleans take 16-byte slots, not 64-byte ones; a tensor placed
+    after them still starts on a 64-byte boundary, and no two tensors alive together overlap."""
+    from numlite.interpreter.planner import Lifetime, plan_arena
+
+    lifetimes = [Lifetime(0, 4, 0, 3), Lifetime(1, 1, 0, 3), Lifetime(2, 8, 1, 2), Lifetime(3, 256, 0, 3), Lifetime(4, 100, 2, 3)]
+    offsets, size = plan_arena(lifetimes)
+    for t in lifetimes:
+        assert offsets[t.tensor] % (16 if t.nbytes <= 16 else 64) == 0
+        for u in lifetimes:
+            if u.tensor != t.tensor and not (u.last < t.first or t.last < u.first):
+                assert offsets[t.tensor] + t.nbytes <= offsets[u.tensor] or offsets[u.tensor] + u.nbytes <= offsets[t.tensor]
+    assert size == 256 + 128 + 3 * 16  # 64-byte slots for the three small ones would take 192

@@ -178,6 +178,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         rows.append(cells)
     print("\n".join(_table(headers, rows)))
     facts = [("numlite arena", _bytes(row["numlite_arena_bytes"]))]
+    if "numlite_traced_bytes" in row:
+        facts.append(("numlite memory", _bytes(row["numlite_traced_bytes"]) + " allocated to run (tracemalloc)"))
     if "python_overhead_ms" in row:
         facts.append(("Python overhead", f"{row['python_overhead_ms']:.3f} ms per invoke (kernels stubbed)"))
     elif "python_overhead_error" in row:

@@ -17,6 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 
 ALIGNMENT = 64  # bytes; keeps every tensor aligned for SIMD loads, as TFLite's arena does
+# Tensors of at most this many bytes (a loop's counters, a condition's boolean) are aligned
+# to it only: they need no SIMD loads, and a loop's subgraphs hold many of them.
+SMALL = 16
 
 
 @dataclass(frozen=True)
@@ -29,8 +32,14 @@ class Lifetime:
     last: int
 
 
-def _align(n: int) -> int:
-    return (n + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+def align(n: int, alignment: int = ALIGNMENT) -> int:
+    """``n`` rounded up to a multiple of ``alignment``."""
+    return (n + alignment - 1) // alignment * alignment
+
+
+def alignment(nbytes: int) -> int:
+    """The alignment of a tensor (or working array) of ``nbytes`` bytes in the arena."""
+    return SMALL if nbytes <= SMALL else ALIGNMENT
 
 
 def aligned_zeros(nbytes: int) -> np.ndarray:
@@ -52,17 +61,19 @@ def plan_arena(lifetimes: list[Lifetime], shares: dict[int, tuple[int, int]] | N
     offsets: dict[int, int] = {}
     order = sorted(lifetimes, key=lambda t: (-t.nbytes, t.first, t.tensor))
     for t in order:
-        size = _align(max(t.nbytes, 1))
+        unit = alignment(t.nbytes)
+        size = align(max(t.nbytes, 1), unit)
         best_offset, best_gap = None, None
         cursor = 0
         for offset, other_size, other in placed:
             if other.last < t.first or other.first > t.last:
                 continue  # not alive at the same time: its bytes are free for us
-            gap = offset - cursor
+            start = align(cursor, unit)
+            gap = offset - start
             if gap >= size and (best_gap is None or gap < best_gap):
-                best_offset, best_gap = cursor, gap
+                best_offset, best_gap = start, gap
             cursor = max(cursor, offset + other_size)
-        offset = best_offset if best_offset is not None else cursor
+        offset = best_offset if best_offset is not None else align(cursor, unit)
         offsets[t.tensor] = offset
         placed.append((offset, size, t))
         placed.sort(key=lambda p: p[0])
@@ -140,12 +151,12 @@ class SharedArena:
 
         def base_of(s: int) -> int:  # the call graph is acyclic (checked when the model loads)
             if s not in bases:
-                bases[s] = max((base_of(c) + _align(self.sizes[c]) for c in callers[s]), default=0)
+                bases[s] = max((base_of(c) + align(self.sizes[c]) for c in callers[s]), default=0)
             return bases[s]
 
         for s in self.sizes:
             base_of(s)
-        total = max((bases[s] + _align(self.sizes[s]) for s in self.sizes), default=0)
+        total = max((bases[s] + align(self.sizes[s]) for s in self.sizes), default=0)
         self.buffer = aligned_zeros(total)
         self.bases, self.private = bases, {}
         return {s: self.buffer[bases[s] : bases[s] + self.sizes[s]] for s in self.sizes}

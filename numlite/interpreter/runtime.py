@@ -258,7 +258,8 @@ class SubgraphRuntime:
         input's bytes in another shape, ``same_bytes``: RESHAPE then copies nothing) that no
         later node reads, and no other output took it already. A SPLIT whose parts are
         consecutive slices of its input's bytes (:func:`output_parts_of`; SPLIT_V and UNPACK
-        too) hands each part its slice under the same conditions, and copies nothing."""
+        too) hands each part its slice under the same conditions, and copies nothing. Each
+        output of a WHILE may take the input at its position (:func:`outputs_over_inputs`)."""
         arena = {t.tensor for t in lifetimes}
         shares: dict[int, tuple[int, int]] = {}
         taken: set[int] = set()
@@ -274,6 +275,13 @@ class SubgraphRuntime:
                         shares[o] = (i, offset)
                         offset += _size(self.shapes[o]) * self.dtypes[o].itemsize
                     taken.add(i)
+                continue
+            if outputs_over_inputs(step.kernel):  # a WHILE: output k over input k
+                for o, i in zip(step.outputs, step.inputs):
+                    same = self.dtypes[i] == self.dtypes[o] and self.shapes[i] == self.shapes[o]
+                    if o in arena and i in arena and i not in taken and last.get(i) == s and same:
+                        shares[o] = (i, 0)
+                        taken.add(i)
                 continue
             o = step.outputs[0]
             if o not in arena:
@@ -816,6 +824,15 @@ def in_place_inputs(kernel: Kernel) -> tuple[int, ...]:
     :func:`direct_call`."""
     owner = _describing_eval(kernel, "inplace")
     return () if owner is None else tuple(owner.inplace)
+
+
+def outputs_over_inputs(kernel: Kernel) -> bool:
+    """Whether each output of the node may share the memory of the input at its position
+    (``outputs_over_inputs`` on the kernel class: a WHILE, which reads its inputs only to
+    start the state in its outputs). Trusted only where it describes the eval that runs, as
+    for :func:`direct_call`."""
+    owner = _describing_eval(kernel, "outputs_over_inputs")
+    return owner is not None and bool(owner.outputs_over_inputs)
 
 
 def output_parts_of(kernel: Kernel) -> int | None:

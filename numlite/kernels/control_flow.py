@@ -5,11 +5,13 @@ again when those shapes change) and invoked with the caller's buffers bound dire
 inputs and outputs, so that data moves between subgraphs without copies when shapes are static:
 
 * IF binds the branch's inputs to its own inputs and the branch's outputs to its own outputs.
-* WHILE keeps the loop state in two buffer sets, its own outputs and a scratch set allocated at
-  prepare. Each iteration the body reads one set and writes the other, then they swap (the
+* WHILE keeps the loop state in two buffer sets, its own outputs and a scratch set (working
+  memory the arena plan gives the WHILE's step; variables the body passes through unchanged
+  need none). Each iteration the body reads one set and writes the other, then they swap (the
   spec's "RVO" idea, made safe by double buffering: a body never reads the buffer it writes).
   Per invoke it copies the initial state in once and, when the loop ends on the scratch set,
-  the final state out once: nothing per iteration.
+  the final state out once: nothing per iteration. An output may take over the memory of its
+  input when that input dies at the WHILE (``outputs_over_inputs``): no copy in for it.
 
 When shapes change between iterations, or a branch's output shape depends on data, the op runs
 its callee on copies and lets the callee re-prepare for the new shapes (the dynamic path).
@@ -36,6 +38,7 @@ import numpy as np
 
 from numlite.errors import CancelledError, NumliteError, PrepareError
 from numlite.kernels.base import Kernel, Spec, TensorInfo, copy_into, register
+from numlite.kernels.scratchpad import ScratchUser
 
 if TYPE_CHECKING:
     from numlite.interpreter.runtime import LoopProgram, Program, SubgraphRuntime
@@ -281,8 +284,12 @@ class If(SubgraphCall):
 
 
 @register("WHILE")
-class While(SubgraphCall):
+class While(ScratchUser, SubgraphCall):
     """``while cond(state): state = body(state)``; the outputs are the final state."""
+
+    # Output k may be input k's memory when that input dies here: the loop reads its inputs
+    # only to copy them into the state, which starts in the outputs (a copy onto itself, none).
+    outputs_over_inputs = True
 
     def prepare(self, ins):
         n = len(ins)
@@ -294,6 +301,7 @@ class While(SubgraphCall):
         if cond_out.shape is not None and int(np.prod(cond_out.shape)) != 1:
             raise self.fail(f"cond subgraph {self.cond.index} returns shape {cond_out.shape}, not one boolean")
         body_out = self.prepare_callee(self.body, "body", ins)
+        self.scratch_specs = []  # until _plan_buffers: none on the dynamic path
         for k, (spec, info) in enumerate(zip(body_out, ins)):
             if spec.dtype != info.dtype:
                 raise self.fail(f"loop variable {k} is {info.dtype.name} but body returns {spec.dtype.name}")
@@ -319,10 +327,21 @@ class While(SubgraphCall):
             else:
                 self.buffered.append(k)
             seen.add(o)
-        self.scratch = [np.empty(info.shape, info.dtype) for info in ins]
+        self.want_scratch([(info.shape, info.dtype) for k, info in enumerate(ins) if k not in self.invariant])
+        self.scratch: list[np.ndarray | None] = [None] * len(ins)  # carved at eval (``_carve``)
+        self._forget_loops()
+        self.ready: tuple | None = None  # the callees' generations once prepared for our shapes
+
+    def _forget_loops(self) -> None:
         self.__dict__.pop("_loop_cache", None)  # programs bound to the previous scratch set
         self.recent_loops: list[tuple] = []  # (generations, inputs, outputs, loop program), latest first
-        self.ready: tuple | None = None  # the callees' generations once prepared for our shapes
+
+    def _carve(self) -> None:
+        """The scratch set from our working memory, again when the memory plan moved it."""
+        if self.scratch_stale():
+            carved = iter(self.take_scratch())
+            self.scratch = [None if k in self.invariant else next(carved) for k in range(len(self.scratch))]
+            self._forget_loops()
 
     def eval(self, ins, outs):
         if not self.static:
@@ -333,6 +352,7 @@ class While(SubgraphCall):
             for sg in (cond, body):  # callees may be shared with another op of other shapes
                 self.ensure_prepared(sg, self.shapes)
             self.ready = (cond.generation, body.generation)
+        self._carve()
         if not self.node.runtime.interpreter.watching:
             loop = self._loop_program(ins, outs)
             if loop is not None:
@@ -357,6 +377,7 @@ class While(SubgraphCall):
             for sg in (cond, body):
                 self.ensure_prepared(sg, self.shapes)
             self.ready = (cond.generation, body.generation)
+        self._carve()
         loop = self._loop_program(ins, outs)
         if loop is None:
             return None

@@ -754,6 +754,16 @@ class TanhLstm(FastLstm):
         np.copyto(plan.c, c_new)
 
 
+def _gate_scratch(direction: LstmDirection, steps: int, batch: int) -> np.ndarray:
+    """Working memory for a direction's input projections, ``[steps, batch, G * n_cell]``;
+    an empty array when its fast path makes each step's gates with one product of its own
+    row ``[h | x_t | 1]`` (``TanhLstm.stacked``) and reads none (a [20, 1, 128] sequence's
+    10 KiB)."""
+    if getattr(direction.fast, "stacked", None) is not None:
+        return np.empty((0, batch, direction.bias_width()), FLOAT)
+    return scratch((steps, batch, direction.bias_width()), FLOAT)
+
+
 def _fast_lstm(direction: LstmDirection, w: LstmWeights) -> FastLstm:
     """The fast path for a direction (see :meth:`LstmDirection.fast_path`)."""
     options = direction.kernel.options
@@ -910,7 +920,7 @@ class UnidirectionalSequenceLstm(Kernel):
             self.lstm = LstmDirection(self, operands, diagonal)
         steps, batch, n_input = _sequence_dims(self, ins[0], self.time_major)
         self.lstm.prepare(ins, n_input, batch, None)
-        self.gates = scratch((steps, batch, self.lstm.bias_width()), FLOAT)
+        self.gates = _gate_scratch(self.lstm, steps, batch)
         return [Spec(_sequence_shape(steps, batch, self.lstm.n_output, self.time_major), FLOAT)]
 
     def eval(self, ins, outs):
@@ -940,7 +950,7 @@ class Lstm(Kernel):
         self.lstm = LstmDirection(self, _lstm_operands(1, 18, 20 if len(ins) == 24 else -1))
         batch = int(x.shape[0])
         self.lstm.prepare(ins, int(x.shape[1]), batch, None)
-        self.gates = scratch((1, batch, self.lstm.bias_width()), FLOAT)
+        self.gates = _gate_scratch(self.lstm, 1, batch)
         return [Spec((batch, self.lstm.n_output), FLOAT)]
 
     def eval(self, ins, outs):
@@ -1031,7 +1041,7 @@ class BidirectionalSequenceLstm(_BidirectionalSequence):
                 f"the backward LSTM has {self.bw.n_cell} cells and {self.bw.n_output} outputs, the forward one"
                 f" {self.fw.n_cell} and {self.fw.n_output}: LiteRT requires them equal"
             )
-        self.scratch = tuple(scratch((steps, batch, width), FLOAT) for width in (self.fw.bias_width(), self.bw.bias_width()))
+        self.scratch = (_gate_scratch(self.fw, steps, batch), _gate_scratch(self.bw, steps, batch))
         self.fw_width = self.fw.n_output
         return self.output_specs(steps, batch, self.fw.n_output, self.bw.n_output)
 

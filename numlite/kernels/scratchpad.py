@@ -23,13 +23,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from numlite.errors import PrepareError
+from numlite.interpreter.planner import align, alignment
 from numlite.kernels.base import scratch
 
-ALIGN = 64  # bytes: each array starts on a cache line
-
-
-def _aligned(nbytes: int) -> int:
-    return -(-nbytes // ALIGN) * ALIGN
+ALIGN = 64  # bytes: each array starts on a cache line (small ones as the arena places them)
 
 
 def check_size(shape: Sequence[int], dtype: Any) -> None:
@@ -42,9 +39,22 @@ def check_size(shape: Sequence[int], dtype: Any) -> None:
         raise PrepareError(f"needs {nbytes} bytes of working memory for shape {tuple(shape)}, over the limit")
 
 
+def _layout(specs: Sequence[tuple[tuple[int, ...], Any]]) -> tuple[list[tuple[int, int, np.dtype]], int]:
+    """Where :meth:`Scratchpad.carve` puts each array, ``(offset, bytes, dtype)``, and the
+    bytes it takes in all: aligned as the arena aligns tensors."""
+    places, end = [], 0
+    for shape, dtype in specs:
+        dtype = np.dtype(dtype)
+        size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        offset = align(end, alignment(size))
+        places.append((offset, size, dtype))
+        end = offset + size
+    return places, end
+
+
 def nbytes_of(specs: Sequence[tuple[tuple[int, ...], Any]]) -> int:
     """Bytes that :meth:`Scratchpad.carve` takes for these ``(shape, dtype)`` arrays."""
-    return sum(_aligned(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize) for shape, dtype in specs)
+    return _layout(specs)[1]
 
 
 _generations = itertools.count(1)  # unique across pads: a kernel may move from one to another
@@ -72,13 +82,11 @@ class Scratchpad:
             start = (-raw.ctypes.data) % ALIGN
             self.buffer = raw[start : start + need]
             self.generation = next(_generations)
-        arrays, offset = [], 0
-        for shape, dtype in specs:
-            dtype = np.dtype(dtype)
-            size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-            arrays.append(self.buffer[offset : offset + size].view(dtype).reshape(shape))
-            offset += _aligned(size)
-        return arrays
+        places, _ = _layout(specs)
+        return [
+            self.buffer[offset : offset + size].view(dtype).reshape(shape)
+            for (shape, _), (offset, size, dtype) in zip(specs, places)
+        ]
 
 
 _PADS: "weakref.WeakKeyDictionary[Any, Scratchpad]" = weakref.WeakKeyDictionary()
