@@ -630,25 +630,33 @@ def test_gather_of_one_out_of_range_position_is_an_error(bad):
     assert_both_fail(model, [values((4, 3), tf.float32), np.array(bad, np.int32)])
 
 
-def test_gather_of_one_position_on_repeated_invokes():
-    """A 0-d position along the first axis is one call in the compiled plan (``direct``): new
-    positions at each invoke of one allocation give LiteRT's rows, and a position out of range
-    still fails, naming the node, where LiteRT fails too."""
+@pytest.mark.parametrize("row_views", [True, False], ids=["row views", "indexed"])
+def test_gather_of_one_position_on_repeated_invokes(row_views, monkeypatch):
+    """A 0-d position along the first axis is one call in the compiled plan (``direct``),
+    picking from views of the rows made once (or indexing the array, for inputs of more than
+    ``ROW_VIEWS`` rows): new positions and new data at each invoke of one allocation give
+    LiteRT's rows, and a position out of range still fails, naming the node, where LiteRT
+    fails too."""
+    from numlite.kernels import indexing
+
+    monkeypatch.setattr(indexing, "ROW_VIEWS", indexing.ROW_VIEWS if row_views else 0)
     model = convert(
         lambda x, i: tf.gather(x, i) * 2.0, [tf.TensorSpec((5, 3), tf.float32), tf.TensorSpec((), tf.int32)], key="gather-one"
     )
-    x = values((5, 3), tf.float32)
     interpreter = numlite.Interpreter(model_content=model)
     interpreter.allocate_tensors()
-    for position in (4, 0, 2, 3):  # from the second invoke on, the compiled plan
+    for k, position in enumerate((4, 0, 2, 3)):  # from the second invoke on, the compiled plan
+        x = values((5, 3), tf.float32, seed=k)
         inputs = [x, np.array(position, np.int32)]
         for d, value in zip(interpreter.get_input_details(), inputs):
             interpreter.set_tensor(d["index"], value)
         interpreter.invoke()
         actual = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
         np.testing.assert_array_equal(actual, run_litert(model, inputs)[0])
-    assert any(fn.__name__ == "_gather_position" for _, fn, _ in interpreter.subgraph(0)._program.calls)
-    interpreter.set_tensor(interpreter.get_input_details()[1]["index"], np.array(5, np.int32))
-    with pytest.raises(numlite.InvokeError, match=r"node \d+ \(GATHER\) failed: gather index 5 is out of range \[0, 5\)"):
-        interpreter.invoke()
-    assert_both_fail(model, [x, np.array(5, np.int32)])
+    name = "_gather_row" if row_views else "_gather_position"
+    assert any(fn.__name__ == name for _, fn, _ in interpreter.subgraph(0)._program.calls)
+    for bad in (5, -1):
+        interpreter.set_tensor(interpreter.get_input_details()[1]["index"], np.array(bad, np.int32))
+        with pytest.raises(numlite.InvokeError, match=rf"node \d+ \(GATHER\) failed: gather index {bad} is out of range \[0, 5\)"):
+            interpreter.invoke()
+        assert_both_fail(model, [x, np.array(bad, np.int32)])

@@ -264,6 +264,18 @@ def _gather_position(x: np.ndarray, pos: np.ndarray, out: np.ndarray, axis: int 
     copy_into(out, x[(slice(None),) * axis + (i,)] if axis else x[i])
 
 
+# The most rows of a GATHER's input for which its direct call keeps a view of each.
+ROW_VIEWS = 1024
+
+
+def _gather_row(rows: list[np.ndarray], pos: np.ndarray, out: np.ndarray) -> None:
+    """``out = rows[pos]`` (``pos`` 0-d), checked as LiteRT checks it."""
+    i = pos.item()
+    if not 0 <= i < len(rows):
+        raise InvokeError(f"gather index {i} is out of range [0, {len(rows)})")
+    copy_into(out, rows[i])
+
+
 @register("GATHER")
 class Gather(Kernel):
     """``params`` indexed along ``axis`` by ``positions``, with leading ``batch_dims`` shared."""
@@ -298,9 +310,13 @@ class Gather(Kernel):
 
     def direct(self, ins, outs):
         """One position along the first axis (a loop reading its time step): one function
-        call on the arrays; see ``numlite.interpreter.runtime.direct_call``."""
+        call on the arrays; see ``numlite.interpreter.runtime.direct_call``. Up to
+        ``ROW_VIEWS`` positions, the call picks from views of the rows made now (0.18 us
+        against 0.40 for indexing the array at each call, a loop step's [1, 16] input)."""
         if not self.single or self.axis != 0 or any(a is None for a in (*ins, *outs)):
             return None
+        if ins[0].shape[0] <= ROW_VIEWS:
+            return _gather_row, (list(ins[0]), ins[1], outs[0])
         return _gather_position, (ins[0], ins[1], outs[0])
 
     def eval(self, ins, outs):
