@@ -73,8 +73,10 @@ def test_conv2d_split_over_threads(split_everything, case):
     assert len(kernel.cols) in (0, kernel.threads)  # im2col scratch: one block per thread
 
 
-@pytest.mark.parametrize("stride,multiplier", [(1, 1), (2, 2)])
+@pytest.mark.parametrize("stride,multiplier", [(1, 1), (2, 1), (2, 2)])
 def test_depthwise_split_over_threads(split_everything, stride, multiplier):
+    """Blocks of output rows over threads; strided layers of few channels sum their taps per
+    phase plane with one einsum, whose stacked weights all blocks share (one copy per plane)."""
     w = _weights((3, 3, 6, multiplier), 3)
     b = _weights((6 * multiplier,), 4)
     model = convert(
@@ -82,7 +84,12 @@ def test_depthwise_split_over_threads(split_everything, stride, multiplier):
         [tf.TensorSpec((2, 14, 13, 6), tf.float32)],
         key=("split depthwise", stride, multiplier),
     )
-    _assert_split_matches_litert(model)
+    kernel = _assert_split_matches_litert(model)
+    if (stride, multiplier) == (2, 1):
+        grouped = [views for task in kernel.tasks for _, _, views in task.args[0] if isinstance(views[0], tuple)]
+        assert len(grouped) > 1 and len(grouped[0]) == stride
+        for plane in range(stride):
+            assert len({id(views[plane][1]) for views in grouped}) == 1
 
 
 @pytest.mark.parametrize("batch", [1, 300])  # blocks of units, blocks of rows
