@@ -135,6 +135,39 @@ def test_grouped_conv2d(shape, hwio, strides, padding):
     assert_matches_litert(model)
 
 
+# (padding, stride, output channels, whether the padded input fits in the output)
+PADDED_IN_OUTPUT_CASES = [("SAME", 1, 16, True), ("SAME", 2, 64, True), ("SAME", 2, 16, False), ("VALID", 1, 16, False)]
+
+
+@pytest.mark.parametrize("padding,stride,out_c,fits", PADDED_IN_OUTPUT_CASES, ids=str)
+def test_single_block_conv_pads_its_input_in_its_output(padding, stride, out_c, fits):
+    """A convolution computed in one im2col block lays its zero-bordered input out in its own
+    output's bytes when they are enough (the matmul writes them only after the im2col copy):
+    no working memory for it. The border is written again at every invoke, over the previous
+    results; new inputs at each of several invokes of one allocation still give LiteRT's."""
+    w, b = _weights((3, 3, 8, out_c), 30), _weights((out_c,), 31)
+    model = convert(
+        lambda x: tf.nn.conv2d(x, w, stride, padding) + b - 2.0,  # negative sums: a stale border would show
+        [tf.TensorSpec((1, 9, 8, 8), tf.float32)],
+        key=("conv padded in output", padding, stride, out_c),
+    )
+    interpreter = numlite.Interpreter(model_content=model)
+    interpreter.allocate_tensors()
+    sg = interpreter.subgraph(0)
+    (s,) = [k for k, step in enumerate(sg.plan) if step.op_name == "CONV_2D"]
+    kernel = sg.plan[s].kernel.impl
+    assert kernel.padded_in_output == fits and len(kernel.blocks) == 1
+    for seed in range(3):
+        x = np.random.default_rng(seed).uniform(-1, 1, (1, 9, 8, 8)).astype(np.float32)
+        interpreter.set_tensor(interpreter.get_input_details()[0]["index"], x)
+        interpreter.invoke()
+        actual = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
+        assert_close(actual, run_litert(model, [x])[0])
+    if kernel.padded.needed:
+        assert np.shares_memory(kernel.padded.buffer, sg.arrays[sg.plan[s].outputs[0]]) == fits
+    assert (kernel.scratch_bytes == kernel.cols[0].nbytes) == (fits or padding == "VALID")  # the im2col block only
+
+
 def test_conv2d_weights_known_only_at_run_time():
     """Filter and bias fed as graph inputs: the weight matrix is laid out at eval."""
     w = _weights((3, 3, 3, 4), 6)
