@@ -214,6 +214,8 @@ class LstmDirection:
     """One LSTM direction of an op: validates its operands at prepare, stacks its weights
     (once when they are constants) and runs the time loop."""
 
+    part = 0  # the first step of the chunk being run (``run_sequence``)
+
     def __init__(self, kernel: Kernel, ops: LstmOperands, diagonal: bool = False) -> None:
         self.kernel, self.ops, self.diagonal = kernel, ops, diagonal
 
@@ -447,6 +449,42 @@ def _lstm_params(kernel: Kernel) -> LstmParams:
     return LstmParams(code, np.float32(cell_clip), np.float32(proj_clip))
 
 
+# ----------------------------------------------------------------------------- long sequences
+
+# A sequence op keeps buffers of one row per step (each step's input projections, or
+# TanhLstm's rows [h | x_t | 1]) for at most about this many bytes: a longer sequence runs in
+# chunks of steps, each starting from the state the previous one wrote, so its memory does
+# not grow with the sequence (LiteRT's kernels keep one step's) while the input product of a
+# chunk is still one large matmul.
+SEQUENCE_CHUNK_BYTES = 1 << 18
+# Plans a fast LSTM direction keeps (one per chunk and binding of its arrays).
+MAX_PLANS = 256
+
+
+def sequence_scratch(direction, steps: int, batch: int, width: int) -> np.ndarray:
+    """Set ``direction.chunk``, the steps one :func:`run_sequence` call covers, so that a
+    ``[chunk, batch, width]`` float32 buffer stays under ``SEQUENCE_CHUNK_BYTES``; that buffer."""
+    direction.chunk = max(1, min(steps, SEQUENCE_CHUNK_BYTES // max(1, batch * width * FLOAT.itemsize)))
+    return scratch((direction.chunk, batch, width), FLOAT)
+
+
+def run_sequence(direction, ins, x, aux, out, columns, reverse, setting, buffer, outs) -> None:
+    """``direction.run`` (an LSTM's or RNN's: same arguments) over the whole sequence,
+    ``direction.chunk`` steps at a time, the last chunk first when ``reverse``. Each call
+    leaves its final state in the state inputs, where the next one starts."""
+    steps, chunk = x.shape[0], getattr(direction, "chunk", x.shape[0])
+    if steps <= chunk:
+        direction.part = 0
+        direction.run(ins, x, aux, out, columns, reverse, setting, buffer, outs)
+        return
+    starts = range(0, steps, chunk)
+    for t0 in reversed(starts) if reverse else starts:
+        part = slice(t0, min(t0 + chunk, steps))
+        direction.part = t0  # which chunk (the fast LSTM keeps a plan for each)
+        part_aux = None if aux is None else aux[part]
+        direction.run(ins, x[part], part_aux, out[part], columns, reverse, setting, buffer[: part.stop - t0], outs)
+
+
 # ----------------------------------------------------------------------------- float LSTM, fast path
 
 
@@ -502,21 +540,37 @@ class FastLstm:
         self.peep_o = None if peep_o is None else -peep_o
         self.projection, self.projection_bias = w.projection, w.projection_bias
         self.width = perm.size
-        self.plan_ = None
+        self.plan_ = None  # the latest plan
+        self.plans: dict[tuple, _Plan] = {}  # by binding: one per chunk of a long sequence
+        self.temporaries: dict[str, np.ndarray] = {}  # the loop's buffers, shared by the plans
 
     def run(self, ins: Sequence, outs: Sequence, x: np.ndarray, aux: np.ndarray | None, out: np.ndarray,
             columns: slice, reverse: bool, params: LstmParams, gates: np.ndarray, direction: LstmDirection) -> None:
         """As :meth:`LstmDirection.run` (non-empty ``x``)."""
         # The op's arrays by identity (held by the plan, so no other array takes their ids):
         # the same objects are the same memory, strides and shapes.
-        key = (*map(id, ins), *map(id, outs))
+        key = (*map(id, ins), *map(id, outs), direction.part)  # a chunk of a long sequence: its first step
         plan = self.plan_
         if plan is None or plan.key != key:
-            h, c = ins[direction.ops.output_state], ins[direction.ops.cell_state]
-            plan = self.plan_ = self.plan(key, x, out, columns, reverse, h, c, gates)
-            plan.states = (list(ins), list(outs))
+            plan = self.plans.get(key)
+            if plan is None:
+                if len(self.plans) >= MAX_PLANS:  # the arrays keep changing: start over
+                    self.plans.clear()
+                h, c = ins[direction.ops.output_state], ins[direction.ops.cell_state]
+                plan = self.plans[key] = self.plan(key, x, out, columns, reverse, h, c, gates)
+                plan.states = (list(ins), list(outs))
+            self.plan_ = plan
         self.project_inputs(plan, x, aux)
         self.loop(plan, params)
+
+    def temporary(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
+        """A loop buffer of this direction, shared by its plans: they run one at a time, each
+        writing its buffers before it reads them (the first rows from the state inputs)."""
+        size = int(np.prod(shape))
+        buffer = self.temporaries.get(name)
+        if buffer is None or buffer.size < size:
+            buffer = self.temporaries[name] = np.empty(size, FLOAT)
+        return buffer[:size].reshape(shape)
 
     def plan(self, key, x, out, columns, reverse, h, c, gates) -> _Plan:
         """Each step's views (in the order the loop takes them) and the temporaries."""
@@ -540,15 +594,20 @@ class FastLstm:
         plan.h = h.reshape(batch, self.n_output)
         plan.c = c.reshape(batch, n)
         plan.c3 = plan.c[:, None, :]
-        plan.tmp = np.empty((batch, width), FLOAT)
-        plan.ig = np.empty((batch, n), FLOAT)
-        plan.ptmp = np.empty((batch, peep // n, n), FLOAT) if peep else None
+        plan.tmp = self.temporary("tmp", (batch, width))
+        plan.ig = self.temporary("ig", (batch, n))
+        plan.ptmp = self.temporary("ptmp", (batch, peep // n, n)) if peep else None
         return plan
 
     def project_inputs(self, plan: _Plan, x: np.ndarray, aux: np.ndarray | None) -> None:
         """All steps' input terms and biases: one matmul into the gates."""
         g = plan.gates
-        if g.flags.c_contiguous:
+        if g.flags.c_contiguous and not x.flags.c_contiguous:  # a chunk of a batch-major input
+            np.matmul(x, self.input_to, out=g)  # a product per step: no copy of the chunk
+            if aux is not None and self.aux is not None:
+                g += aux @ self.aux
+            flat = g
+        elif g.flags.c_contiguous:
             flat = g.reshape(-1, self.width)
             np.matmul(x.reshape(flat.shape[0], -1), self.input_to, out=flat)
             if aux is not None and self.aux is not None:
@@ -640,7 +699,9 @@ class TanhLstm(FastLstm):
         self.peep_if = self.peep_o = None
         self.projection, self.projection_bias = w.projection, w.projection_bias
         self.width = perm.size
-        self.plan_ = None
+        self.plan_ = None  # the latest plan
+        self.plans: dict[tuple, _Plan] = {}  # by binding: one per chunk of a long sequence
+        self.temporaries: dict[str, np.ndarray] = {}  # the loop's buffers, shared by the plans
         # Small inputs without projection or auxiliary input: each step's gates are ONE product,
         # ``[h | x_t | 1] @ [recurrent; input_to; bias]`` (a row of the previous h, the step's
         # input and a one), instead of the step's recurrent product plus its share of the
@@ -663,7 +724,7 @@ class TanhLstm(FastLstm):
         batch_major = not x.flags.c_contiguous and x.swapaxes(0, 1).flags.c_contiguous
         plan.gates = gates.reshape(batch, steps, -1).swapaxes(0, 1) if batch_major else gates
         n = self.n
-        rows = np.empty((2, batch, 5 * n), FLOAT)  # [c | g | f | i | o], alternating
+        rows = self.temporary("rows", (2, batch, 5 * n))  # [c | g | f | i | o], alternating
         plan.rows = rows
         plan.steps = []
         for k, t in enumerate(range(steps - 1, -1, -1) if reverse else range(steps)):
@@ -672,9 +733,9 @@ class TanhLstm(FastLstm):
                                row[:, 4 * n:], following[:, :n], out[t, :, columns]))
         plan.h = h.reshape(batch, self.n_output)
         plan.c = c.reshape(batch, n)
-        plan.tmp = np.empty((batch, self.width), FLOAT)
-        plan.ig = np.empty((batch, 2 * n), FLOAT)  # [f * c | i * g]
-        plan.ptmp = np.empty((batch, n), FLOAT)  # tanh(c), then o * tanh(c) before a projection
+        plan.tmp = self.temporary("tmp", (batch, self.width))
+        plan.ig = self.temporary("ig", (batch, 2 * n))  # [f * c | i * g]
+        plan.ptmp = self.temporary("ptmp", (batch, n))  # tanh(c), then o * tanh(c) before a projection
         return plan
 
     def _stacked_plan(self, key, x, out, columns, reverse, h, c) -> _Plan:
@@ -682,9 +743,9 @@ class TanhLstm(FastLstm):
         n, n_out, n_in = self.n, self.n_output, self.input_to.shape[0]
         plan = _Plan()
         plan.key = key
-        plan.xh = np.empty((steps + 1, batch, n_out + n_in + 1), FLOAT)
+        plan.xh = self.temporary("xh", (steps + 1, batch, n_out + n_in + 1))
         plan.xh[..., n_out + n_in] = 1
-        rows = np.empty((2, batch, 5 * n), FLOAT)  # [c | g | f | i | o], alternating
+        rows = self.temporary("rows", (2, batch, 5 * n))  # [c | g | f | i | o], alternating
         plan.rows = rows
         # matmul where the gates' block of a row is not one run (a batch of several)
         plan.product = dot_into if batch == 1 else np.matmul
@@ -698,8 +759,8 @@ class TanhLstm(FastLstm):
         plan.h = h.reshape(batch, n_out)
         plan.c = c.reshape(batch, n)
         plan.tmp = None  # the recurrent product goes straight into the gates
-        plan.ig = np.empty((batch, 2 * n), FLOAT)  # [f * c | i * g]
-        plan.ptmp = np.empty((batch, n), FLOAT)  # tanh(c)
+        plan.ig = self.temporary("ig", (batch, 2 * n))  # [f * c | i * g]
+        plan.ptmp = self.temporary("ptmp", (batch, n))  # tanh(c)
         return plan
 
     def project_inputs(self, plan: _Plan, x: np.ndarray, aux: np.ndarray | None) -> None:
@@ -755,13 +816,15 @@ class TanhLstm(FastLstm):
 
 
 def _gate_scratch(direction: LstmDirection, steps: int, batch: int) -> np.ndarray:
-    """Working memory for a direction's input projections, ``[steps, batch, G * n_cell]``;
-    an empty array when its fast path makes each step's gates with one product of its own
-    row ``[h | x_t | 1]`` (``TanhLstm.stacked``) and reads none (a [20, 1, 128] sequence's
-    10 KiB)."""
+    """Working memory for a direction's input projections, ``[chunk, batch, G * n_cell]``
+    (see :func:`sequence_scratch`); an empty array when its fast path makes each step's gates
+    with one product of its own row ``[h | x_t | 1]`` (``TanhLstm.stacked``) and reads none."""
+    width = direction.bias_width()
     if getattr(direction.fast, "stacked", None) is not None:
-        return np.empty((0, batch, direction.bias_width()), FLOAT)
-    return scratch((steps, batch, direction.bias_width()), FLOAT)
+        n_in = direction.fast.input_to.shape[0]
+        sequence_scratch(direction, steps, batch, direction.n_output + n_in + 1)  # its rows' chunks
+        return np.empty((0, batch, width), FLOAT)
+    return sequence_scratch(direction, steps, batch, width)
 
 
 def _fast_lstm(direction: LstmDirection, w: LstmWeights) -> FastLstm:
@@ -926,7 +989,7 @@ class UnidirectionalSequenceLstm(Kernel):
     def eval(self, ins, outs):
         x = _time_major(ins[0], self.time_major)
         out = _time_major(outs[0], self.time_major)
-        self.lstm.run(ins, x, None, out, slice(None), False, self.params, self.gates, outs)
+        run_sequence(self.lstm, ins, x, None, out, slice(None), False, self.params, self.gates, outs)
 
 
 @register("LSTM")
@@ -993,9 +1056,9 @@ class _BidirectionalSequence(Kernel):
         bw_out = fw_out if self.merge else tm(outs[1])
         bw_x, shared_aux = (aux, None) if self.bw_from_aux else (x, aux)
         fw_scratch, bw_scratch = self.scratch
-        self.fw.run(ins, x, shared_aux, fw_out, slice(0, self.fw_width), False, self.setting, fw_scratch, outs)
+        run_sequence(self.fw, ins, x, shared_aux, fw_out, slice(0, self.fw_width), False, self.setting, fw_scratch, outs)
         bw_cols = slice(self.fw_width, None) if self.merge else slice(None)
-        self.bw.run(ins, bw_x, shared_aux, bw_out, bw_cols, True, self.setting, bw_scratch, outs)
+        run_sequence(self.bw, ins, bw_x, shared_aux, bw_out, bw_cols, True, self.setting, bw_scratch, outs)
 
 
 @register("BIDIRECTIONAL_SEQUENCE_LSTM")
@@ -1147,12 +1210,12 @@ class UnidirectionalSequenceRnn(Kernel):
         steps, batch, n_input = _sequence_dims(self, ins[0], self.time_major)
         self.rnn = RnnDirection(self, 1, 2, 3, 4)
         self.rnn.prepare(ins, n_input, batch, None)
-        self.pre = scratch((steps, batch, self.rnn.units), FLOAT)
+        self.pre = sequence_scratch(self.rnn, steps, batch, self.rnn.units)
         return [Spec(_sequence_shape(steps, batch, self.rnn.units, self.time_major), FLOAT)]
 
     def eval(self, ins, outs):
         x, out = _time_major(ins[0], self.time_major), _time_major(outs[0], self.time_major)
-        self.rnn.run(ins, x, None, out, slice(None), False, self.activation, self.pre, outs)
+        run_sequence(self.rnn, ins, x, None, out, slice(None), False, self.activation, self.pre, outs)
 
 
 @register("BIDIRECTIONAL_SEQUENCE_RNN")
@@ -1179,7 +1242,7 @@ class BidirectionalSequenceRnn(_BidirectionalSequence):
         _check_backward_input(self, aux, n_input, self.bw_from_aux)
         self.fw.prepare(ins, n_input, batch, None if self.bw_from_aux else n_aux)
         self.bw.prepare(ins, n_input, batch, None if self.bw_from_aux else n_aux)
-        self.scratch = tuple(scratch((steps, batch, width), FLOAT) for width in (self.fw.units, self.bw.units))
+        self.scratch = tuple(sequence_scratch(d, steps, batch, d.units) for d in (self.fw, self.bw))
         self.fw_width = self.fw.units
         return self.output_specs(steps, batch, self.fw.units, self.bw.units)
 
