@@ -18,6 +18,7 @@ def split_everything(monkeypatch):
     monkeypatch.setattr(parallel, "MIN_SPLIT_WORK", 1)
     monkeypatch.setattr(parallel, "MIN_ELEMENTWISE_BLOCK", 1)
     monkeypatch.setattr(parallel, "idle_cores", lambda: 64.0)
+    monkeypatch.setattr(parallel, "SPLIT_ELEMENTWISE", True)  # off by default: kept, and tested
 
 
 def _kernels(interpreter):
@@ -89,3 +90,23 @@ def test_small_ops_are_not_split():
     interpreter = numlite.Interpreter(model_content=model, num_threads=2)
     interpreter.allocate_tensors()
     assert all(getattr(k, "split", None) is None for k in _kernels(interpreter))
+
+
+def test_large_ops_are_split_only_when_enabled(monkeypatch):
+    """A large swish would be worth two threads by the work thresholds, but element-wise ops
+    are split only under ``parallel.SPLIT_ELEMENTWISE`` (off: in networks the split measured
+    slower). Both ways give LiteRT's result."""
+    model = convert(lambda x: x * tf.sigmoid(x), [tf.TensorSpec((1, 128, 128, 32), tf.float32)], key="large swish")
+    monkeypatch.setattr(parallel, "idle_cores", lambda: 64.0)
+    inputs = random_inputs(model)
+    expected = run_litert(model, inputs)
+    for enabled in (False, True):
+        monkeypatch.setattr(parallel, "SPLIT_ELEMENTWISE", enabled)
+        interpreter = numlite.Interpreter(model_content=model, num_threads=2)
+        interpreter.allocate_tensors()
+        split = [getattr(k, "split", None) is not None for k in _kernels(interpreter)]
+        assert any(split) == enabled  # the LOGISTIC (the multiply is too little work)
+        for _ in range(2):
+            interpreter.set_tensor(interpreter.get_input_details()[0]["index"], inputs[0])
+            interpreter.invoke()
+            assert_close(interpreter.get_tensor(interpreter.get_output_details()[0]["index"]), expected[0])

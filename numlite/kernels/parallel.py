@@ -334,6 +334,14 @@ ELEMENT_PASS_WORK = 16
 # (a few microseconds each) than the second core gains.
 MIN_ELEMENTWISE_BLOCK = 1 << 15
 
+# Whether large element-wise ops are cut into blocks on numlite's threads. Off: on their own
+# they gain (a LOGISTIC over 1M values about 1.8x on two cores), but inside a network, between
+# products that OpenBLAS threads (its workers spin on the second core for a while after each),
+# they lose: EfficientNetB0 at two threads 15.1 ms split against 14.3 unsplit, alternating in
+# one process (its LOGISTIC ops 3.3 ms at one thread, 4.2 split at two); MobileNetV2 7.99 against
+# 8.03 (it has no large ones). Kept, and tested, for other workloads.
+SPLIT_ELEMENTWISE = False
+
 
 class ElementwiseSplit:
     """An element-wise computation ``fn(*ins, out)`` cut into blocks of the output along its
@@ -358,7 +366,10 @@ class ElementwiseSplit:
     @classmethod
     def for_node(cls, node: Any, fn: Callable[..., None], shape: Sequence[int], passes: float) -> "ElementwiseSplit | None":
         """The split of ``fn``, an op of ``passes`` memory passes per element over an output
-        of ``shape``, or None when it is not worth threads (or only one may be used)."""
+        of ``shape``, or None when it is not worth threads (or only one may be used, or
+        :data:`SPLIT_ELEMENTWISE` is off)."""
+        if not SPLIT_ELEMENTWISE:
+            return None
         size = int(np.prod(shape, dtype=np.int64))
         threads = threads_for(node, size * passes * ELEMENT_PASS_WORK)
         if threads <= 1:
