@@ -889,7 +889,8 @@ def test_while_state_starts_in_its_dying_input_and_its_scratch_set_is_in_the_are
     step = sg.plan[s]
     (k,) = [k for k, o in enumerate(step.outputs) if sg.shapes[o] == (64,)]
     assert sg.arrays[step.outputs[k]] is sg.arrays[step.inputs[k]]
-    alive = {t for k, other in enumerate(sg.plan) if k >= s for t in other.inputs} & {t for k, other in enumerate(sg.plan) if k <= s for t in other.outputs}
+    read_later = {t for other in sg.plan[s:] for t in other.inputs}
+    alive = read_later & {t for other in sg.plan[: s + 1] for t in other.outputs}  # at the WHILE's step
     arena = _byte_range(sg.arena)
     carved = [a for a in step.kernel.scratch if a is not None]
     assert sum(a.nbytes for a in carved) >= 4 + 64 * 4  # the counter and the vector change

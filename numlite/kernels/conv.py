@@ -488,7 +488,8 @@ class Conv2D(ScratchUser, Kernel):
         # One block reads the padded input only to lay out its im2col rows, before its matmul
         # writes the output: the padded input can be the output's own bytes until then (a
         # small CNN's 3x3 layer: its working memory 168 -> 147 KiB, the model's arena under LiteRT's).
-        self.padded_in_output = padded and groups == 1 and len(self.blocks) == 1 and n * oh * ow * out_c >= math.prod(self.padded.shape)
+        fits = padded and n * oh * ow * out_c >= math.prod(self.padded.shape)
+        self.padded_in_output = fits and groups == 1 and len(self.blocks) == 1
         self.want_scratch(([(self.padded.shape, np.float32)] if padded and not self.padded_in_output else []) + cols)
         return [Spec((n, oh, ow, out_c), np.dtype(np.float32))]
 

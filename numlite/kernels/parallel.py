@@ -335,11 +335,11 @@ ELEMENT_PASS_WORK = 16
 MIN_ELEMENTWISE_BLOCK = 1 << 15
 
 # Whether large element-wise ops are cut into blocks on numlite's threads. Off: on their own
-# they gain (a LOGISTIC over 1M values about 1.8x on two cores), but inside a network, between
+# they gain (np.exp over 1M values 350 -> 189 us on two cores), but inside a network, between
 # products that OpenBLAS threads (its workers spin on the second core for a while after each),
 # they lose: EfficientNetB0 at two threads 15.1 ms split against 14.3 unsplit, alternating in
-# one process (its LOGISTIC ops 3.3 ms at one thread, 4.2 split at two); MobileNetV2 7.99 against
-# 8.03 (it has no large ones). Kept, and tested, for other workloads.
+# one process (its LOGISTIC ops 3.3 ms at one thread, 4.2 split at two); MobileNetV2 8.0 ms
+# either way (it has no large ones). Kept, and tested, for other workloads.
 SPLIT_ELEMENTWISE = False
 
 

@@ -461,11 +461,16 @@ SEQUENCE_CHUNK_BYTES = 1 << 18
 MAX_PLANS = 256
 
 
-def sequence_scratch(direction, steps: int, batch: int, width: int) -> np.ndarray:
+def plan_chunks(direction, steps: int, batch: int, width: int) -> int:
     """Set ``direction.chunk``, the steps one :func:`run_sequence` call covers, so that a
-    ``[chunk, batch, width]`` float32 buffer stays under ``SEQUENCE_CHUNK_BYTES``; that buffer."""
+    ``[chunk, batch, width]`` float32 buffer stays under ``SEQUENCE_CHUNK_BYTES``."""
     direction.chunk = max(1, min(steps, SEQUENCE_CHUNK_BYTES // max(1, batch * width * FLOAT.itemsize)))
-    return scratch((direction.chunk, batch, width), FLOAT)
+    return direction.chunk
+
+
+def sequence_scratch(direction, steps: int, batch: int, width: int) -> np.ndarray:
+    """The ``[chunk, batch, width]`` buffer of a direction's per-step values (:func:`plan_chunks`)."""
+    return scratch((plan_chunks(direction, steps, batch, width), batch, width), FLOAT)
 
 
 def run_sequence(direction, ins, x, aux, out, columns, reverse, setting, buffer, outs) -> None:
@@ -817,12 +822,12 @@ class TanhLstm(FastLstm):
 
 def _gate_scratch(direction: LstmDirection, steps: int, batch: int) -> np.ndarray:
     """Working memory for a direction's input projections, ``[chunk, batch, G * n_cell]``
-    (see :func:`sequence_scratch`); an empty array when its fast path makes each step's gates
+    (see :func:`plan_chunks`); an empty array when its fast path makes each step's gates
     with one product of its own row ``[h | x_t | 1]`` (``TanhLstm.stacked``) and reads none."""
     width = direction.bias_width()
     if getattr(direction.fast, "stacked", None) is not None:
         n_in = direction.fast.input_to.shape[0]
-        sequence_scratch(direction, steps, batch, direction.n_output + n_in + 1)  # its rows' chunks
+        plan_chunks(direction, steps, batch, direction.n_output + n_in + 1)  # the chunks of its rows
         return np.empty((0, batch, width), FLOAT)
     return sequence_scratch(direction, steps, batch, width)
 
