@@ -334,35 +334,26 @@ def litert_memory_child(path: str, seed: int, name: str | None = None, xnnpack: 
 
     with open(path, "rb") as f:
         content = f.read()
-    if xnnpack:
-        interpreter = LiteRTInterpreter(model_content=content, num_threads=1)
-        details = interpreter.get_input_details()
-        inputs = model_inputs(name, details, seed) if name in SUITE else seeded_inputs(details, seed)
-        before = _rss_bytes()
-        interpreter.allocate_tensors()
-        for d, value in zip(interpreter.get_input_details(), inputs):
-            interpreter.set_tensor(d["index"], value)
-        interpreter.invoke()
-        print(json.dumps({"rss_growth_xnnpack_bytes": _rss_bytes() - before}), flush=True)
-        return
-    interpreter = LiteRTInterpreter(
-        model_content=content, num_threads=1,
-        experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
-    )  # fmt: skip
+    builtin = {} if xnnpack else {"experimental_op_resolver_type": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES}
+    interpreter = LiteRTInterpreter(model_content=content, num_threads=1, **builtin)
     details = interpreter.get_input_details()
     inputs = model_inputs(name, details, seed) if name in SUITE else seeded_inputs(details, seed)
     model = read_model_file(path)
+    spans = not xnnpack  # the tensors' addresses: only with the builtin kernels (see above)
     before = _rss_bytes()
     interpreter.allocate_tensors()
-    if len(model.subgraphs) > 1:  # control flow: the callees' arenas exist only before invoke
+    if spans and len(model.subgraphs) > 1:  # control flow: the callees' arenas exist only before invoke
         import control_flow
 
         allocated = control_flow.tensor_ranges(interpreter, model)
     for d, value in zip(interpreter.get_input_details(), inputs):
         interpreter.set_tensor(d["index"], value)
     interpreter.invoke()
-    after = _rss_bytes()
-    result = {"rss_growth_bytes": after - before}
+    growth = _rss_bytes() - before
+    if xnnpack:
+        print(json.dumps({"rss_growth_xnnpack_bytes": growth}), flush=True)
+        return
+    result = {"rss_growth_bytes": growth}
     print(json.dumps(result), flush=True)  # in case reading the tensors fails below
     graph = model.subgraphs[0]
     constant = {i for i in range(len(graph.tensors)) if model.constant(graph, i) is not None}
