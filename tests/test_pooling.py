@@ -23,6 +23,12 @@ CASES = [
     ((1, 3, 3, 4), (5, 5), (1, 1), "SAME"),  # window larger than the image
     ((1, 7, 7, 8), (7, 7), (1, 1), "VALID"),  # global pooling
     ((2, 5, 5, 3), (2, 2), (3, 3), "SAME"),  # stride larger than the window
+    # Overlapping windows, reduced along rows, then along the columns of the rows' results.
+    ((1, 13, 13, 4), (3, 3), (2, 2), "VALID"),  # ResNet50's 3x3/2 pool (after its ZeroPadding2D)
+    ((1, 12, 12, 3), (3, 3), (2, 2), "VALID"),  # the last row and column in no window
+    ((2, 8, 7, 3), (3, 3), (1, 1), "SAME"),  # stride 1, padding on every side
+    ((1, 9, 10, 2), (3, 1), (2, 2), "SAME"),  # rows only, every other column
+    ((1, 9, 10, 2), (1, 3), (2, 1), "VALID"),  # columns only, every other row
     # Windows that tile the input (filter = stride, no padding): rows, then columns.
     ((2, 7, 9, 3), (2, 3), (2, 3), "VALID"),  # a row and no column left over
     ((1, 8, 8, 4), (2, 2), (2, 2), "SAME"),  # SAME that needs no padding

@@ -2,10 +2,14 @@
 
 Windows and SAME padding are those of the convolutions (``conv.window_geometry``). Padding
 never takes part: MAX_POOL_2D pads with -inf, AVERAGE_POOL_2D pads with zeros and divides each
-sum by the number of in-bounds pixels of its window, as LiteRT's reference kernel does. Both
-loop over the window's taps only, reducing one strided view of the input per tap; windows that
-tile the input (filter equal to stride, no padding: Keras' default 2x2 pooling) are reduced
-first along their rows, then along their columns, in fewer and longer NumPy calls.
+sum by the number of in-bounds pixels of its window, as LiteRT's reference kernel does.
+A window's maximum (or sum) is the maximum over its rows of the maxima along them, so every
+pool is reduced in two passes: first each output row's ``fh`` input rows into one row, whole
+rows at a time (long contiguous runs), then that row's windows along it, ``fw`` strided views.
+That is ``fh + fw - 2`` NumPy calls instead of one per tap, and fewer values touched
+(ResNet50's 3x3/2 pool over 114x114x64: 310 -> 184 us). Windows that tile the input (filter
+equal to stride, no padding: Keras' default 2x2 pooling) need no padded copy: plain reshapes of
+the input are their rows and columns.
 L2_POOL_2D is ``sqrt(mean of x²)`` over the in-bounds pixels of each window: an average pool of
 the squared input followed by a square root, then the fused activation.
 """
@@ -18,7 +22,7 @@ import numpy as np
 
 from numlite.kernels.base import Kernel, Spec, TensorInfo, register
 from numlite.kernels.clamp import clamp
-from numlite.kernels.conv import TapSource, filter_taps, output_window
+from numlite.kernels.conv import PaddedInput, output_window
 from numlite.kernels.scratchpad import ScratchUser
 
 FLOAT = np.dtype(np.float32)
@@ -56,12 +60,12 @@ def pool_window(kernel: Kernel, x: TensorInfo) -> tuple[tuple[int, int, int, int
 
 
 class Pool2D(ScratchUser, Kernel):
-    """Shared prepare and tap loop of the pools; subclasses set the padding value, the
-    reduction of one tap into the accumulator, and what happens after the last tap. A padded
-    or strided input is laid out in the interpreter's scratchpad."""
+    """Shared prepare and two-pass reduction of the pools; subclasses set the padding value,
+    the ufunc combining two values, and what happens after the last one. The padded input
+    and the rows' partial results are working memory (the interpreter's scratchpad)."""
 
     pad_value: float = 0.0
-    ufunc: np.ufunc  # combines two taps
+    ufunc: np.ufunc  # combines two values of a window
 
     def prepare(self, ins: Sequence[TensorInfo | None]) -> list[Spec]:
         self.expect_inputs(ins, 1)
@@ -69,31 +73,38 @@ class Pool2D(ScratchUser, Kernel):
         if x.dtype != FLOAT:
             raise self.fail(f"input {x.name!r} has dtype {x.dtype.name}; only float32 is supported")
         pads, strides, self.geometry = pool_window(self, x)
+        n, _, _, c = x.shape
         oh, ow = self.geometry[2:4]
         fh, fw = self.geometry[6:8]
         self.activation = clamp(self.options)
         self.tiled = (fh, fw) == strides and not any(pads) and fh * fw > 1
         if self.tiled:  # rows first into scratch (when columns follow), then columns
-            n, _, _, c = x.shape
             self.want_scratch([((n, oh, ow * fw * c), FLOAT)] if fh > 1 and fw > 1 else [])
             self.rows_sum: np.ndarray | None = None
             return [Spec((n, oh, ow, c), FLOAT)]
-        self.source = TapSource(x.shape, pads, (oh, ow), strides, (1, 1), FLOAT, self.pad_value, shared=True)
-        self.want_scratch([] if self.source.direct else [(self.source.plane_shape, FLOAT)])
-        self.taps = filter_taps(*self.geometry[6:8])
-        return [Spec((x.shape[0], oh, ow, x.shape[3]), FLOAT)]
-
-    @staticmethod
-    def reduce(acc: np.ndarray, view: np.ndarray) -> None:
-        raise NotImplementedError
+        self.padded = PaddedInput(x.shape, pads, FLOAT, self.pad_value, shared=True)
+        self.width = (ow - 1) * strides[1] + fw  # the padded columns that windows cover
+        rows = [((n, oh, self.width, c), FLOAT)] if fh > 1 and fw > 1 else []  # the rows pass's result
+        self.want_scratch(([(self.padded.shape, FLOAT)] if self.padded.needed else []) + rows)
+        self.row_partials: np.ndarray | None = None
+        return [Spec((n, oh, ow, c), FLOAT)]
 
     def finish(self, acc: np.ndarray) -> None:
         pass
 
+    def _reduce(self, views: list[np.ndarray], out: np.ndarray) -> None:
+        """``out`` = the ufunc over ``views`` (at least one)."""
+        combine = type(self).ufunc
+        if len(views) == 1:
+            np.copyto(out, views[0])
+            return
+        combine(views[0], views[1], out=out)
+        for view in views[2:]:
+            combine(out, view, out=out)
+
     def _eval_tiled(self, x: np.ndarray, out: np.ndarray) -> None:
         n, oh, ow, c = out.shape
         fh, fw = self.geometry[6:8]
-        combine = type(self).ufunc
         rows = x[:, : oh * fh, : ow * fw].reshape(n, oh, fh, ow * fw * c)
         if fw == 1:
             acc = out.reshape(n, oh, ow * c)
@@ -104,34 +115,42 @@ class Pool2D(ScratchUser, Kernel):
                 self.rows_sum = self.take_scratch()[0]
             acc = self.rows_sum
         if fh > 1:
-            combine(rows[:, :, 0], rows[:, :, 1], out=acc)
-            for j in range(2, fh):
-                combine(acc, rows[:, :, j], out=acc)
+            self._reduce([rows[:, :, j] for j in range(fh)], acc)
         if fw > 1:
             cols = acc.reshape(n, oh, ow, fw * c)
-            combine(cols[..., :c], cols[..., c : 2 * c], out=out)
-            for j in range(2, fw):
-                combine(out, cols[..., j * c : (j + 1) * c], out=out)
-        self.finish(out.reshape(n, oh, ow * c))
-        if self.activation is not None:
-            self.activation(out)
+            self._reduce([cols[..., j * c : (j + 1) * c] for j in range(fw)], out)
+
+    def _eval_separable(self, x: np.ndarray, out: np.ndarray) -> None:
+        """Rows pass: each output row's ``fh`` padded input rows into one (all columns).
+        Columns pass: the ``fw`` values of each window along that row."""
+        _, _, oh, ow, _, _, fh, fw, (sh, sw) = self.geometry
+        if self.scratch_stale():
+            arrays = self.take_scratch()
+            if self.padded.needed:
+                self.padded.attach(arrays.pop(0))
+            self.row_partials = arrays[0] if arrays else None
+        src = self.padded.fill(x)
+        rows = [src[:, ky : ky + (oh - 1) * sh + 1 : sh, : self.width] for ky in range(fh)]  # [N, OH, width, C]
+        if fw == 1:  # no columns pass: the rows pass reads the windows' columns only
+            self._reduce([r[:, :, : (ow - 1) * sw + 1 : sw] for r in rows], out)
+            return
+        if fh == 1:
+            acc = rows[0]
+        else:
+            acc = self.row_partials
+            self._reduce(rows, acc)
+        self._reduce([acc[:, :, kx : kx + (ow - 1) * sw + 1 : sw] for kx in range(fw)], out)
 
     def eval(self, ins, outs):
         out = outs[0]
         if out.size == 0:
             return
         if self.tiled:
-            return self._eval_tiled(ins[0], out)
-        if self.scratch_stale():
-            self.source.attach(self.take_scratch()[0])
-        self.source.fill(ins[0])
-        acc = out.reshape(self.source.row_shape)
-        for i, (ky, kx) in enumerate(self.taps):
-            if i == 0:
-                np.copyto(acc, self.source.tap(ky, kx))
-            else:
-                type(self).reduce(acc, self.source.tap(ky, kx))
-        self.finish(acc)
+            self._eval_tiled(ins[0], out)
+        else:
+            self._eval_separable(ins[0], out)
+        n, oh, ow, c = out.shape
+        self.finish(out.reshape(n, oh, ow * c))
         if self.activation is not None:
             self.activation(out)
 
@@ -140,10 +159,6 @@ class Pool2D(ScratchUser, Kernel):
 class MaxPool2D(Pool2D):
     pad_value = -np.inf
     ufunc = np.maximum
-
-    @staticmethod
-    def reduce(acc, view):
-        np.maximum(acc, view, out=acc)
 
 
 @register("AVERAGE_POOL_2D")
@@ -159,10 +174,6 @@ class AveragePool2D(Pool2D):
         else:  # one divisor per output pixel, repeated along the channels of each row
             self.counts = np.repeat(counts.astype(np.float32), ins[0].shape[3], axis=1)
         return specs
-
-    @staticmethod
-    def reduce(acc, view):
-        np.add(acc, view, out=acc)
 
     def finish(self, acc):
         np.divide(acc, self.counts, out=acc)
