@@ -168,6 +168,45 @@ def test_single_block_conv_pads_its_input_in_its_output(padding, stride, out_c, 
     assert (kernel.scratch_bytes == kernel.cols[0].nbytes) == (fits or padding == "VALID")  # the im2col block only
 
 
+# (input shape, filter hwio, strides, padding): thin products of a deep filter (ResNet50's
+# 7x7 layers have 49 pixels and depths of 1024 to 4608)
+STORED_FILTER_CASES = [
+    ((1, 7, 7, 128), (3, 3, 128, 24), (1, 1), "SAME"),  # im2col of the padded input
+    ((1, 4, 4, 1024), (1, 1, 1024, 40), (1, 1), "VALID"),  # pointwise: the input itself
+    ((1, 8, 8, 1024), (1, 1, 1024, 16), (2, 2), "VALID"),  # strided 1x1: im2col of 16 pixels
+]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("case", STORED_FILTER_CASES, ids=str)
+def test_thin_deep_conv_reads_its_filter_as_stored(case, threads):
+    """With BLAS on two threads, a product of few output pixels and a deep filter reads the
+    filter as stored and writes its transpose, which the bias's add transposes back (relu6
+    fused, several invokes with new inputs); on one thread it keeps the transposed copy."""
+    shape, hwio, strides, padding = case
+    w, b = _weights(hwio, 40, scale=0.1), _weights(hwio[3:], 41)
+    model = convert(
+        lambda x: tf.nn.relu6(tf.nn.conv2d(x, w, strides, padding) + b),
+        [tf.TensorSpec(shape, tf.float32)],
+        key=("conv stored filter", case),
+    )
+    interpreter = numlite.Interpreter(model_content=model, num_threads=threads)
+    interpreter.allocate_tensors()
+    sg = interpreter.subgraph(0)
+    (step,) = [step for step in sg.plan if step.op_name == "CONV_2D"]
+    kernel = step.kernel.impl
+    assert kernel.stored == (threads == 2)
+    assert (kernel.weights is None) == (threads == 2)  # no transposed copy of the filter
+    for seed in range(3):
+        x = np.random.default_rng(seed).uniform(-1, 1, shape).astype(np.float32)
+        interpreter.set_tensor(interpreter.get_input_details()[0]["index"], x)
+        interpreter.invoke()
+        actual = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
+        expected = run_litert(model, [x])[0]
+        assert 0 < expected.max() and expected.min() < 6 and np.ptp(expected) > 1  # relu6 clips some, not all
+        assert_close(actual, expected)
+
+
 def test_conv2d_weights_known_only_at_run_time():
     """Filter and bias fed as graph inputs: the weight matrix is laid out at eval."""
     w = _weights((3, 3, 3, 4), 6)

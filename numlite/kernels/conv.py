@@ -9,11 +9,12 @@ How the work is laid out:
   * CONV_2D is one BLAS matmul. A 1x1, stride-1 convolution multiplies the input viewed as
     ``[N*H*W, C]`` directly; any other one first gathers an im2col matrix from a strided view
     of the (once-allocated, zero-bordered) padded input. The weight matrix is laid out once at
-    prepare when the filter is constant.
+    prepare when the filter is constant, except for thin products of deep filters on several
+    BLAS threads, which read the filter as stored (``STORED_MAX_ROWS``).
   * DEPTHWISE_CONV_2D sums its taps with one einsum over a strided view of the padded input
     (multiplier 1), else accumulates one shifted strided view of the input per filter tap,
-    laid out by ``TapSource`` so that every output row is one long contiguous run (pooling
-    too).
+    laid out by ``TapSource`` so that every output row is one long contiguous run (the
+    quantized pools too).
   * TRANSPOSE_CONV is one matmul to per-tap contributions, scattered (col2im) with one strided
     add per tap.
 """
@@ -410,6 +411,14 @@ def _expect_rank(kernel: Kernel, t: TensorInfo, rank: int, what: str) -> None:
 
 # ----------------------------------------------------------------------------- CONV_2D
 
+# A product of at most this many output pixels against at least STORED_MIN_DEPTH weights per
+# channel, with BLAS on more than one thread, reads the filter as stored, ``[out_c, depth]``,
+# and writes its transpose (``filter @ lhs.T``, then one transposing add of the bias): OpenBLAS
+# shares that orientation of a thin product better between its threads (ResNet50's 7x7 layers,
+# 49 pixels, depth 1024-4608: 0.80-0.93 of the time at 2 threads, alternating A/B), and the
+# filter needs no transposed copy (ResNet50: 44 MiB less). At one thread it is 0.98-1.11.
+STORED_MAX_ROWS = 64
+STORED_MIN_DEPTH = 1024
 # When one thread computes a whole im2col convolution, its blocks are still cut so that the
 # im2col scratch stays under about this many bytes (ResNet50's first layer would need 7 MiB).
 COL_BLOCK_BYTES = 1 << 21
@@ -446,7 +455,9 @@ class Conv2D(ScratchUser, Kernel):
     from a strided view of the zero-bordered input into per-thread scratch), then the bias and
     the clamp while the block is still in cache. BLAS threads each product (``num_threads``);
     with ``parallel.SPLIT_BLAS_KERNELS`` the blocks are shared among numlite's threads instead,
-    OpenBLAS running each one on a single thread. A grouped convolution is one
+    OpenBLAS running each one on a single thread. A thin product of a deep filter on several
+    BLAS threads (``stored``) is one block computed transposed, ``filter @ lhs.T``, against
+    the filter as stored. A grouped convolution is one
     batched matmul over a group-major im2col matrix. The padded input and the im2col memory
     are working memory (``scratchpad``); a single block lays its padded input out in its own
     output, which the matmul overwrites only after the im2col copy.
@@ -477,12 +488,29 @@ class Conv2D(ScratchUser, Kernel):
             self.padded = PaddedInput(x.shape, (top, bottom, left, right), np.dtype(np.float32), shared=True)
             self.window = (n, oh, ow, kh, kw, c)
             self.window_steps = (strides[0], strides[1], dilations[0], dilations[1])
-        self.weights = None if f.value is None else self._weight_matrix(f.value)
-        self.bias = None if bias.value is None else tiled(bias.value, ow)
         self.bound: tuple | None = None  # the (input, output) arrays the blocks view
         self.cols: list[np.ndarray] = []  # im2col memory, carved from the scratchpad
         padded = not self.pointwise and self.padded.needed
         cols = self._plan_blocks(n, oh, ow, out_c) if groups == 1 else []
+        self.stored = (
+            groups == 1
+            and f.value is not None
+            and bias.value is not None
+            and len(self.blocks) == 1
+            and parallel.requested_threads(self.node) > 1
+            and 0 < self.rows <= STORED_MAX_ROWS
+            and self.depth >= STORED_MIN_DEPTH
+        )
+        self.weights = None  # [groups, depth, out_c / groups], when laid out at prepare
+        if self.stored:  # the filter as stored; the product's transpose is working memory
+            self.matrix = f.value.reshape(out_c, self.depth)
+            self.bias_vector = bias.value
+            cols.append(((out_c, self.rows), np.float32))
+        elif f.value is not None:
+            self.weights = self._weight_matrix(f.value)
+            self.matrix = self.weights[0]
+        self.bias = None if bias.value is None else tiled(bias.value, ow)
+        self.bias_row = self.bias
         if groups != 1 and not self.pointwise:  # group-major im2col rows: each group's matrix contiguous for BLAS
             cols.append(((groups, self.rows, self.depth), np.float32))
         # One block reads the padded input only to lay out its im2col rows, before its matmul
@@ -503,8 +531,6 @@ class Conv2D(ScratchUser, Kernel):
         if not self.pointwise:
             parts = max(parts, -(-self.rows * self.depth * 4 // COL_BLOCK_BYTES))
         self.blocks = row_blocks(n, oh, min(parts, most_parts))
-        self.matrix = None if self.weights is None else self.weights[0]
-        self.bias_row = self.bias
         if self.pointwise or not self.rows:
             return []
         most = max(y1 - y0 for _, y0, y1 in self.blocks) * ow
@@ -516,6 +542,8 @@ class Conv2D(ScratchUser, Kernel):
         arrays = self.take_scratch()
         if not self.pointwise and self.padded.needed and not self.padded_in_output:
             self.padded.attach(arrays.pop(0))
+        if self.stored:
+            self.product_t = arrays.pop()
         self.cols = arrays
 
     def _weight_matrix(self, f: np.ndarray) -> np.ndarray:
@@ -539,7 +567,9 @@ class Conv2D(ScratchUser, Kernel):
         for b, y0, y1 in self.blocks:
             r0, r1 = b * oh + y0, b * oh + y1
             dst, rows = pixels[r0 * ow : r1 * ow], out_rows[r0:r1]
-            if self.pointwise:
+            if self.stored:
+                self.tasks.append(partial(self._stored_block, source if self.pointwise else source[b, y0:y1], dst))
+            elif self.pointwise:
                 self.tasks.append(partial(self._pointwise_block, source[r0 * ow : r1 * ow], dst, rows))
             else:
                 self.tasks.append(partial(self._im2col_block, source[b, y0:y1], dst, rows))
@@ -554,6 +584,17 @@ class Conv2D(ScratchUser, Kernel):
         np.copyto(col.reshape(window.shape), window)
         np.matmul(col, self.matrix, out=dst)
         self._finish(rows)
+
+    def _stored_block(self, lhs: np.ndarray, dst: np.ndarray, slot: int) -> None:
+        """The whole (thin) product as ``filter @ lhs.T``, transposed back by the bias's add."""
+        if not self.pointwise:  # lhs is the im2col window view
+            col = self.cols[slot][: dst.shape[0]]
+            np.copyto(col.reshape(lhs.shape), lhs)
+            lhs = col
+        np.matmul(self.matrix, lhs.T, out=self.product_t)
+        np.add(self.product_t.T, self.bias_vector, out=dst)
+        if self.activation is not None:
+            self.activation(dst)
 
     def _finish(self, rows: np.ndarray) -> None:
         np.add(rows, self.bias_row, out=rows)
@@ -572,7 +613,7 @@ class Conv2D(ScratchUser, Kernel):
             self._attach()
         if self.groups != 1:
             return self._eval_grouped(x, f, bias, out)
-        if self.weights is None:  # a filter computed at run time
+        if self.weights is None and not self.stored:  # a filter computed at run time
             self.matrix = self._weight_matrix(f)[0]
         if self.bias is None:
             self.bias_row = tiled(bias, out.shape[2])
