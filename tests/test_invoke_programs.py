@@ -18,7 +18,7 @@ from numlite.interpreter.runtime import direct_call
 from numlite.kernels import KERNELS
 from numlite.kernels.base import copy_into, dot_into
 
-from helpers import assert_close, convert, run_litert
+from helpers import assert_close, convert, op_names, run_litert
 
 S = tf.TensorSpec
 
@@ -482,3 +482,84 @@ def test_error_in_a_nested_loop_body_names_the_inner_node():
     assert message.startswith("subgraph 0, node 0 (WHILE) failed: subgraph "), message
     assert message.count("(WHILE) failed") == 2, message  # the outer and the inner loop
     assert "(MUL) failed: ValueError: boom" in message, message
+
+
+# ----------------------------------------------------------------------------- swish as one call
+
+# Moderate values and the extremes where LOGISTIC then MUL and x / (1 + exp(-x)) could differ:
+# exp(-x) overflowing (x below about -88), infinities, NaN, signed zeros.
+_SWISH_EDGES = [-np.inf, np.inf, np.nan, -1000.0, -100.0, -89.0, -88.0, -87.0, -50.0, -20.0, -0.0, 0.0, 1e-30, 20.0, 100.0]
+
+
+def _swish_inputs(seed):
+    x = np.random.default_rng(seed).uniform(-12, 12, (4, 64)).astype(np.float32)
+    x.flat[: len(_SWISH_EDGES)] = _SWISH_EDGES
+    return x
+
+
+def _swish_model(sigmoid_read_again: bool):
+    def f(x):
+        s = tf.sigmoid(x)
+        return x * s + s if sigmoid_read_again else x * s
+
+    return convert(f, [S((4, 64), tf.float32)], key=("programs-swish", sigmoid_read_again))
+
+
+def _compiled_ops(interpreter):
+    """The op of each call of the main subgraph's compiled program (the first node of a call
+    covering several)."""
+    return [step.op_name for step, _, _ in interpreter.subgraph(0)._program.calls]
+
+
+@pytest.mark.parametrize("preserve", [False, True])
+def test_swish_is_one_call_when_nothing_else_reads_the_sigmoid(preserve):
+    """LOGISTIC then MUL of its input by its output (Keras' swish) is one call of four passes
+    in a compiled program, and gives LiteRT's results at the extremes too; with every tensor
+    preserved the two nodes stay apart, so the sigmoid stays readable."""
+    model = _swish_model(sigmoid_read_again=False)
+    assert op_names(model) == ["LOGISTIC", "MUL"]
+    interpreter = numlite.Interpreter(model_content=model, experimental_preserve_all_tensors=preserve)
+    interpreter.allocate_tensors()
+    for seed in range(3):  # the loop path, then the compiled program
+        x = _swish_inputs(seed)
+        _feed(interpreter, [x])
+        interpreter.invoke()
+        (expected,) = run_litert(model, [x])
+        assert_close(interpreter.get_tensor(interpreter.get_output_details()[0]["index"]), expected)
+    assert _compiled_ops(interpreter) == (["LOGISTIC", "MUL"] if preserve else ["LOGISTIC"])
+    if preserve:
+        sg = interpreter.subgraph(0)
+        (logistic,) = [s for s in sg.plan if s.op_name == "LOGISTIC"]
+        from ai_edge_litert.interpreter import Interpreter as LiteRT
+
+        litert = LiteRT(model_content=model, experimental_preserve_all_tensors=True)
+        litert.allocate_tensors()
+        litert.set_tensor(litert.get_input_details()[0]["index"], x)
+        litert.invoke()
+        assert_close(interpreter.get_tensor(logistic.outputs[0]), litert.get_tensor(logistic.outputs[0]))
+
+
+def test_swish_stays_two_calls_when_the_sigmoid_is_read_again():
+    model = _swish_model(sigmoid_read_again=True)
+    interpreter = numlite.Interpreter(model_content=model)
+    interpreter.allocate_tensors()
+    for seed in range(3):
+        x = _swish_inputs(seed)
+        _feed(interpreter, [x])
+        interpreter.invoke()
+        (expected,) = run_litert(model, [x])
+        assert_close(interpreter.get_tensor(interpreter.get_output_details()[0]["index"]), expected)
+    assert _compiled_ops(interpreter)[:2] == ["LOGISTIC", "MUL"]
+
+
+def test_profiled_swish_shows_both_nodes():
+    """A watched invoke runs the nodes apart: the profiler times LOGISTIC and MUL each."""
+    model = _swish_model(sigmoid_read_again=False)
+    interpreter = numlite.Interpreter(model_content=model, profile=True)
+    interpreter.allocate_tensors()
+    x = _swish_inputs(5)
+    _feed(interpreter, [x])
+    for _ in range(3):
+        interpreter.invoke()
+    assert sorted({e.op for e in interpreter.profiler.op_events}) == ["LOGISTIC", "MUL"]
+    assert_close(interpreter.get_tensor(interpreter.get_output_details()[0]["index"]), run_litert(model, [x])[0])

@@ -574,7 +574,9 @@ class Program:
                 ins, outs = list(step.ins), list(step.outs)
             direct = direct_call(step.kernel, ins, outs)
             fn, args = direct if direct is not None else (step.kernel.eval, (ins, outs))
-            merged = merge_adjacent(self.calls[-1], fn, tuple(args)) if self.calls else None
+            merged = None
+            if self.calls:
+                merged = merge_adjacent(self.calls[-1], fn, tuple(args)) or fuse_times_input(runtime, self.calls[-1], step, fn, args)
             if merged is not None:  # one call covers this node and the previous one
                 self.calls[-1] = merged
                 continue
@@ -704,6 +706,32 @@ def merge_adjacent(previous: Call, fn: Callable[..., Any], args: tuple) -> Call 
     if not same and np.shares_memory(x, out):
         return None
     return step, fn, (out, out) if same else (x, out)
+
+
+def fuse_times_input(runtime: SubgraphRuntime, previous: Call, step: Step, fn: Callable[..., Any], args: Sequence[Any]) -> Call | None:
+    """One call for an element-wise node ``y = f(x)`` followed by a MUL ``x * y`` (or ``y * x``)
+    when ``f`` offers the product as one function (``f.times_input(x, y, z)``, which may use
+    ``y`` as working memory): LOGISTIC then MUL is swish, in four passes instead of five. Only
+    when nothing else can see ``y``: this MUL is its only reader, it is no graph output, and
+    tensors are not preserved. The call keeps the first node (hooks and errors name it); a
+    watched invoke (profiler, cancellation) runs the two nodes apart."""
+    first, prev_fn, prev_args = previous
+    fused = getattr(prev_fn, "times_input", None)
+    if fused is None or fn is not np.multiply or len(args) != 3 or len(prev_args) != 2:
+        return None
+    (x,), (y,) = first.inputs, first.outputs
+    if x == y or sorted(step.inputs) != sorted((x, y)) or y in runtime.graph.outputs:
+        return None
+    if runtime.interpreter.preserve_all_tensors or sum(y in s.inputs for s in runtime.steps) != 1:
+        return None
+    x_array, y_array = prev_args
+    a, b, out = args
+    if not (x_array.shape == y_array.shape and x_array.size == out.size and a.shape == b.shape == out.shape):
+        return None  # (merged LOGISTIC calls cover more than one node's tensors)
+    if np.shares_memory(x_array, y_array):
+        return None
+    x_view, y_view = (a, b) if step.inputs[0] == x else (b, a)
+    return first, fused, (x_view, y_view, out)
 
 
 def _joined(a: Any, b: Any) -> np.ndarray | None:
