@@ -415,8 +415,9 @@ def _expect_rank(kernel: Kernel, t: TensorInfo, rank: int, what: str) -> None:
 # channel, with BLAS on more than one thread, reads the filter as stored, ``[out_c, depth]``,
 # and writes its transpose (``filter @ lhs.T``, then one transposing add of the bias): OpenBLAS
 # shares that orientation of a thin product better between its threads (ResNet50's 7x7 layers,
-# 49 pixels, depth 1024-4608: 0.80-0.93 of the time at 2 threads, alternating A/B), and the
-# filter needs no transposed copy (ResNet50: 44 MiB less). At one thread it is 0.98-1.11.
+# 49 pixels, depth 1024-4608: 0.80-0.93 of the time at 2 threads; the model 1.5% faster), and
+# the filter needs no transposed copy (ResNet50 at 2 threads allocates 54 MiB in all, not 100).
+# At one thread the product is 0.98-1.11 of the time and the model 1-2% slower: it keeps the copy.
 STORED_MAX_ROWS = 64
 STORED_MIN_DEPTH = 1024
 # When one thread computes a whole im2col convolution, its blocks are still cut so that the
