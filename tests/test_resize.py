@@ -65,6 +65,33 @@ def test_runtime_size(name):
         assert_matches_litert(model, [x, np.array(size, np.int32)])
 
 
+@pytest.mark.parametrize("block_bytes", [1, 1 << 12, None], ids=["one row", "a few rows", "default"])
+@pytest.mark.parametrize("align_corners,half_pixel_centers", MODES, ids=str)
+def test_float_bilinear_in_blocks_of_rows(monkeypatch, align_corners, half_pixel_centers, block_bytes):
+    """The float bilinear resize runs in blocks of output rows (per image of the batch), its
+    rows pass and columns pass in working memory from the arena: blocks of one row, of a few
+    and the default give LiteRT's results, over several invokes of one allocation with new
+    images (a stale working buffer would show)."""
+    from numlite.kernels import resize
+
+    if block_bytes is not None:
+        monkeypatch.setattr(resize, "BLOCK_BYTES", block_bytes)
+    model = _resize_model("RESIZE_BILINEAR", (9, 11), (20, 17), align_corners, half_pixel_centers, channels=8)
+    interpreter = numlite.Interpreter(model_content=model)
+    interpreter.allocate_tensors()
+    (step,) = interpreter.subgraph(0).plan
+    rows = max(1, min(20, (block_bytes or resize.BLOCK_BYTES) // ((2 * 11 + 17) * 8 * 4)))
+    assert len(step.kernel.blocks) == 2 * -(-20 // rows)  # two images
+    needed = rows * (2 * 11 + 17) * 8 * 4  # two rows passes of 11 columns, the product of 17
+    assert needed <= step.kernel.scratch_bytes < needed + 3 * 64  # (each array on a 64-byte boundary)
+    for seed in range(3):
+        x = np.random.default_rng(seed).uniform(-4, 4, (2, 9, 11, 8)).astype(np.float32)
+        interpreter.set_tensor(interpreter.get_input_details()[0]["index"], x)
+        interpreter.invoke()
+        actual = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
+        np.testing.assert_allclose(actual, run_litert(model, [x])[0], rtol=1e-5, atol=1e-5)
+
+
 def _retyped(model_bytes: bytes, type_name: str) -> bytes:
     """The model with its input and output retyped: TensorFlow's bilinear resize always
     outputs float, so integer RESIZE_BILINEAR models are written by numlite."""
