@@ -74,6 +74,41 @@ def test_leaky_relu(alpha):
                  run_litert_builtin(model, [SPECIALS.reshape(3, 8).repeat(5, axis=1)])[0])  # fmt: skip
 
 
+def _same_bits(actual, expected):
+    """Equal bit for bit (-0.0 and 0.0 told apart), NaN where LiteRT has NaN."""
+    nan = np.isnan(expected)
+    np.testing.assert_array_equal(np.isnan(actual), nan)
+    np.testing.assert_array_equal(actual[~nan].view(np.int32), expected[~nan].view(np.int32))
+
+
+@pytest.mark.parametrize("alpha", [0.2, 1.0])
+def test_leaky_relu_as_a_maximum_is_the_select_bit_for_bit(alpha):
+    """With 0 < alpha <= 1 LEAKY_RELU runs as max(x, alpha * x), which must give the select's
+    own operands: the same bits as LiteRT's builtin kernel, signed zeros, infinities, NaN
+    and values that alpha * x rounds included. (Not subnormals: invoke reads them as zero,
+    as LiteRT's default delegate does; see numlite.interpreter.denormals.)"""
+    model = convert(lambda x: tf.nn.leaky_relu(x, alpha), [tf.TensorSpec((4096,), tf.float32)], key=("leaky bits", alpha))
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal(4096) * 10.0 ** rng.integers(-30, 37, 4096)).astype(np.float32)
+    x[: SPECIALS.size] = SPECIALS
+    _same_bits(run_numlite(model, [x])[0], run_litert_builtin(model, [x])[0])
+
+
+def test_prelu_with_slopes_in_0_1_is_the_select_bit_for_bit():
+    """Keras' PReLU starts its slopes at 0.25: slopes in (0, 1] run as a maximum, with LiteRT's
+    bits (the select's operands) on ordinary and special values alike."""
+
+    def build():
+        init = tf.keras.initializers.RandomUniform(0.01, 1.0, seed=4)
+        return tf.keras.Sequential([tf.keras.Input((8, 6)), tf.keras.layers.PReLU(alpha_initializer=init, shared_axes=[1])])
+
+    model = convert_keras(build, key=("prelu", "slopes in (0, 1]"))
+    assert op_names(model) == ["PRELU"]
+    x = np.random.default_rng(8).uniform(-5, 5, (4, 8, 6)).astype(np.float32)
+    x.reshape(-1)[: SPECIALS.size] = SPECIALS
+    _same_bits(run_numlite(model, [x])[0], run_litert_builtin(model, [x])[0])
+
+
 @pytest.mark.parametrize("shape", [(5, 40), (2, 3, 7)], ids=str)
 @pytest.mark.parametrize("approximate", [False, True])
 def test_gelu(approximate, shape):
