@@ -185,6 +185,47 @@ def test_max_min_with_nan(name, axes):
     assert_matches_litert(model, [x], builtin_only=True)
 
 
+# (input shape, axes): large enough for the halving reduction (``reduce.TREE_FROM``), with odd
+# and even reduced lengths, over leading, middle and last axes.
+TREE_CASES = [
+    ((1, 56, 56, 64), [1, 2]),  # a global max pool: 3136 values per channel
+    ((1, 56, 56, 64), [3]),  # over channels: transposed first
+    ((2, 37, 45, 20), [1, 2]),  # 1665 values, odd at several halvings
+    ((3, 41, 29, 17), [2, 3]),  # the last axes of an odd length: transposed
+    ((300, 9, 33), [0]),  # a leading axis
+]
+
+
+@pytest.mark.parametrize("keep_dims", [False, True])
+@pytest.mark.parametrize("shape,axes", TREE_CASES, ids=str)
+@pytest.mark.parametrize("name", ["REDUCE_MAX", "REDUCE_MIN"])
+def test_large_extrema_by_halving(name, shape, axes, keep_dims):
+    from numlite.kernels import reduce
+
+    model = _reduce_model(name, shape, axes, keep_dims)
+    interpreter = numlite.Interpreter(model_content=model)
+    interpreter.allocate_tensors()
+    (step,) = [s for s in interpreter.subgraph(0).plan if s.op_name == name]
+    assert step.kernel.tree is not None and reduce.TREE_FROM <= int(np.prod(shape))
+    rng = np.random.default_rng(11)
+    for k in range(2):  # a second invoke with other values: the halving buffers are reused
+        x = rng.uniform(-5, 5, shape).astype(np.float32)
+        assert_matches_litert(model, [x])
+
+
+@pytest.mark.parametrize("name", ["REDUCE_MAX", "REDUCE_MIN"])
+def test_large_extrema_with_nan_and_integers(name):
+    """The halving path keeps LiteRT's NaN rule (builtin kernels) and integer inputs exact."""
+    model = _reduce_model(name, (1, 40, 40, 24), [1, 2], False)
+    rng = np.random.default_rng(12)
+    x = rng.uniform(-2, 2, (1, 40, 40, 24)).astype(np.float32)
+    x[rng.random(x.shape) < 0.01] = np.nan
+    x[0, -1, -1, :3] = np.nan  # trailing NaNs survive
+    assert_matches_litert(model, [x], builtin_only=True)
+    int_model = _reduce_model(name, (1, 40, 40, 24), [3], True, tf.int32)
+    assert_matches_litert(int_model, [rng.integers(-1000, 1000, (1, 40, 40, 24)).astype(np.int32)])
+
+
 def test_axis_out_of_range_is_rejected():
     model = _with_axis(_reduce_model("SUM", (2, 3), [1], False), [2])
     interpreter = numlite.Interpreter(model_content=model)
