@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from numlite.kernels.base import Kernel, Spec, broadcast_shape, register
+from numlite.kernels.scratchpad import ScratchUser
 
 ORDERED = (np.float32, np.float16, np.int16, np.int32, np.int64)
 EQUATABLE = ORDERED + (np.bool_, np.object_)  # object: STRING tensors
@@ -135,7 +136,15 @@ class LogicalNot(Kernel):
 # ----------------------------------------------------------------------------- select
 
 
-class SelectBase(Kernel):
+# Large selects pick bits: ``y ^ ((x ^ y) & mask)`` with ``mask`` all ones where the condition
+# holds, on unsigned-integer views of the same itemsize. Exact for every dtype (the chosen
+# operand's bits), four fast passes where a masked copy or np.where takes 8-10x longer on a
+# random condition (56x56x64: 889 -> 86 us; LiteRT 76).
+SELECT_BITS_FROM = 1024
+_BITS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+class SelectBase(ScratchUser, Kernel):
     """Shared checks of SELECT and SELECT_V2; subclasses give the output shape."""
 
     def prepare(self, ins):
@@ -148,12 +157,17 @@ class SelectBase(Kernel):
             raise self.fail("SELECT does not support string tensors")
         # condition reshaped so that NumPy broadcasting does what LiteRT does (None: as is)
         self.cond_shape: tuple[int, ...] | None = None
+        self.bits: type | None = None
         declared = self._declared_output_shape()
         if cond.size == 1 and x.size == 1 and y.size == 1 and declared is not None and _size(declared) == 1:
             self.cond_shape = self.x_shape = self.y_shape = declared
+            self.want_scratch([])
             return [Spec(declared, x.dtype)]
         self.x_shape = self.y_shape = None
-        return [Spec(self.output_shape(cond, x, y), x.dtype)]
+        shape = self.output_shape(cond, x, y)
+        self.bits = _BITS.get(x.dtype.itemsize) if _size(shape) >= SELECT_BITS_FROM else None
+        self.want_scratch([(self.cond_shape or tuple(cond.shape), self.bits)] if self.bits is not None else [])
+        return [Spec(shape, x.dtype)]
 
     def output_shape(self, cond, x, y) -> tuple[int, ...]:
         raise NotImplementedError
@@ -174,6 +188,16 @@ class SelectBase(Kernel):
             x = x.reshape(self.x_shape)
             y = y.reshape(self.y_shape)
         out = outs[0]
+        if self.bits is not None and not (np.may_share_memory(out, x) or np.may_share_memory(out, y)):
+            if self.scratch_stale():
+                self.mask = self.take_scratch()[0]
+            bits, mask = self.bits, self.mask
+            np.subtract(0, cond, out=mask, dtype=bits, casting="unsafe")  # true -> all ones
+            xs, ys, picked = x.view(bits), y.view(bits), out.view(bits)
+            np.bitwise_xor(xs, ys, picked)
+            np.bitwise_and(picked, mask, picked)
+            np.bitwise_xor(picked, ys, picked)
+            return
         np.copyto(out, y)
         np.copyto(out, x, where=cond)
 
