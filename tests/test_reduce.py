@@ -328,10 +328,19 @@ def test_arg_max_runtime_axis():
 # ----------------------------------------------------------------------------- CUMSUM
 
 
+@pytest.fixture(params=["slabs", "numpy"])
+def scan_path(request, monkeypatch):
+    """CUMSUM by whole slabs (reduce.SCAN_MIN_SLAB lowered to 1) or by NumPy's accumulate."""
+    from numlite.kernels import reduce
+
+    monkeypatch.setattr(reduce, "SCAN_MIN_SLAB", 1 if request.param == "slabs" else 1 << 40)
+    return request.param
+
+
 @pytest.mark.parametrize("exclusive", [False, True])
 @pytest.mark.parametrize("reverse", [False, True])
 @pytest.mark.parametrize("shape,axis", [((3, 5), 1), ((3, 5), 0), ((2, 3, 4), -2), ((6,), 0)], ids=str)
-def test_cumsum(shape, axis, exclusive, reverse):
+def test_cumsum(shape, axis, exclusive, reverse, scan_path):
     model = convert(
         lambda x: tf.math.cumsum(x, axis=axis, exclusive=exclusive, reverse=reverse),
         [tf.TensorSpec(shape, tf.float32)],
@@ -343,7 +352,7 @@ def test_cumsum(shape, axis, exclusive, reverse):
 
 @pytest.mark.parametrize("dtype", [tf.int32, tf.int64])
 @pytest.mark.parametrize("exclusive,reverse", [(False, False), (True, True)])
-def test_integer_cumsum(dtype, exclusive, reverse):
+def test_integer_cumsum(dtype, exclusive, reverse, scan_path):
     model = convert(
         lambda x: tf.math.cumsum(x, axis=-1, exclusive=exclusive, reverse=reverse),
         [tf.TensorSpec((3, 6), dtype)],
@@ -351,6 +360,26 @@ def test_integer_cumsum(dtype, exclusive, reverse):
     )
     assert "CUMSUM" in op_names(model)
     x = np.random.default_rng(8).integers(-100, 100, (3, 6)).astype(dtype.as_numpy_dtype)
+    assert_matches_litert(model, [x])
+    info = np.iinfo(dtype.as_numpy_dtype)  # sums that wrap around, as LiteRT's do
+    assert_matches_litert(model, [np.full((3, 6), info.max // 3, dtype.as_numpy_dtype)])
+
+
+@pytest.mark.parametrize("exclusive,reverse", [(False, False), (True, True)])
+@pytest.mark.parametrize("axis", [1, 3])
+def test_large_cumsum_by_slabs(axis, exclusive, reverse):
+    """An image's running sum along H (slabs of W x C values) or along the channels (slabs of
+    H x W values, strided), at the default thresholds, as LiteRT sums them."""
+    from numlite.kernels import reduce
+
+    shape = (1, 20, 24, 16)
+    model = convert(
+        lambda x: tf.math.cumsum(x, axis=axis, exclusive=exclusive, reverse=reverse),
+        [tf.TensorSpec(shape, tf.float32)],
+        key=("cumsum", shape, axis, exclusive, reverse),
+    )
+    assert np.prod(shape) // shape[axis] >= reduce.SCAN_MIN_SLAB
+    x = np.random.default_rng(9).uniform(-3, 3, shape).astype(np.float32)
     assert_matches_litert(model, [x])
 
 

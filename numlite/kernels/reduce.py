@@ -400,6 +400,27 @@ class ArgMin(ArgMinMax):
     pick = staticmethod(np.argmin)
 
 
+# CUMSUM adds slab after slab (all values at one position along the axis) when the slabs are
+# large enough and not too many: one add of whole slabs per step, in LiteRT's own order, where
+# NumPy's accumulate walks each line along the axis on its own (56x56x64 along H: 1850 -> ~170
+# us; along the channels 600 -> ~310).
+SCAN_MIN_SLAB = 64
+SCAN_MAX_STEPS = 4096
+
+
+def _scan_by_slabs(x: np.ndarray, out: np.ndarray, exclusive: bool) -> None:
+    """Running sums along the first axis of these views, slab by slab (``[k : k + 1]``: views
+    even of a 1-D array)."""
+    if exclusive:
+        out[:1] = 0
+        for k in range(1, x.shape[0]):
+            np.add(out[k - 1 : k], x[k - 1 : k], out=out[k : k + 1])
+        return
+    np.copyto(out[:1], x[:1])
+    for k in range(1, x.shape[0]):
+        np.add(out[k - 1 : k], x[k : k + 1], out=out[k : k + 1])
+
+
 @register("CUMSUM")
 class Cumsum(Kernel):
     """Running sum along an axis, optionally exclusive (starting from 0) and/or reversed."""
@@ -427,6 +448,11 @@ class Cumsum(Kernel):
             return
         if self.reverse:  # a reversed scan is a forward scan over flipped views
             x, out = np.flip(x, axis), np.flip(out, axis)
+        n = x.shape[axis]
+        slab = x.size // n
+        if slab >= SCAN_MIN_SLAB and n <= SCAN_MAX_STEPS and not np.may_share_memory(x, out):
+            _scan_by_slabs(np.moveaxis(x, axis, 0), np.moveaxis(out, axis, 0), self.exclusive)
+            return
         if not self.exclusive:
             np.cumsum(x, axis=axis, dtype=x.dtype, out=out)
             return
