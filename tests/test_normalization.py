@@ -163,3 +163,38 @@ def test_softmax_views_reused_across_invokes(shape, beta):
         interpreter.invoke()
         actual = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
         np.testing.assert_allclose(actual, run_litert(content, [x])[0], rtol=1e-5, atol=1e-5)
+
+
+def _many_rows_softmax(beta=1.0):
+    model = read_model(convert(lambda x: tf.nn.softmax(x), [tf.TensorSpec((40, 33), tf.float32)], key=("softmax", (40, 33))))
+    model.subgraphs[0].operators[0].builtin_options.beta = beta
+    return write_model(model)
+
+
+@pytest.mark.parametrize("beta", [1.0, 0.5, -1.0])
+def test_softmax_of_many_rows_shifted_by_the_tensor_maximum(beta):
+    """From normalization.SHIFTED_FROM_ROWS rows (with beta > 0) every row is shifted by the
+    tensor's maximum: LiteRT's probabilities on ordinary logits, on rows whose logits sit far
+    below the others' (exponentials that would vanish: every row then takes its own maximum),
+    and on infinities and NaN (each row as LiteRT computes it)."""
+    from numlite.kernels import normalization
+
+    content = _many_rows_softmax(beta)
+    interpreter = numlite.Interpreter(model_content=content)
+    interpreter.allocate_tensors()
+    (step,) = interpreter.subgraph(0).plan
+    assert step.kernel.impl.shifted == (beta > 0) and 40 >= normalization.SHIFTED_FROM_ROWS
+    rng = np.random.default_rng(4)
+    ordinary = rng.uniform(-6, 6, (40, 33)).astype(np.float32)
+    far_below = ordinary.copy()
+    far_below[7] -= 300  # alone it is an ordinary softmax; against the others' maximum it would vanish
+    far_below[8] -= 60
+    special = ordinary.copy()
+    special[3, 5], special[4, :], special[5, 2], special[6, 0] = np.inf, -np.inf, np.nan, -np.inf
+    for x in (ordinary, far_below, special, ordinary + 50):
+        interpreter.set_tensor(interpreter.get_input_details()[0]["index"], x)
+        interpreter.invoke()
+        actual = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
+        expected = run_litert(content, [x])[0]
+        np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-7)
+        assert np.array_equal(np.isnan(actual), np.isnan(expected))
