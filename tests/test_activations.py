@@ -231,3 +231,23 @@ def test_elu_integer_input_rejected():
         litert.invoke()
     with pytest.raises(numlite.PrepareError):
         numlite.Interpreter(model_content=model).allocate_tensors()
+
+
+def test_exact_gelu_in_blocks(monkeypatch):
+    """The exact GELU runs in blocks of activations.GELU_BLOCK values (here 96, so that a
+    tensor of 1000 has ten and a partial one), with LiteRT's results to a few ulps, the
+    negative tail included, over several invokes (the block buffers are working memory from
+    the arena)."""
+    from numlite.kernels import activations
+
+    monkeypatch.setattr(activations, "GELU_BLOCK", 96)
+    model = convert(lambda x: tf.nn.gelu(x, approximate=False), [tf.TensorSpec((10, 100), tf.float32)], key=("gelu", "blocks"))
+    interpreter = numlite.Interpreter(model_content=model)
+    interpreter.allocate_tensors()
+    for seed in range(2):
+        x = np.random.default_rng(seed).uniform(-9, 9, (10, 100)).astype(np.float32)
+        x.reshape(-1)[: SPECIALS.size] = SPECIALS
+        interpreter.set_tensor(interpreter.get_input_details()[0]["index"], x)
+        interpreter.invoke()
+        actual = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
+        assert_close(actual, run_litert_builtin(model, [x])[0], rtol=1e-6, atol=1e-30)  # as test_gelu_dense_grid

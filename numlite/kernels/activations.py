@@ -25,6 +25,7 @@ import numpy as np
 
 from numlite.kernels.base import Kernel, Spec, broadcast_shape, register
 from numlite.kernels.clamp import clip_ufunc
+from numlite.kernels.scratchpad import ScratchUser
 from numlite.kernels.unary import Unary, single_call
 
 
@@ -265,14 +266,68 @@ def erfc(z: np.ndarray) -> np.ndarray:
     return np.where(z >= 0, r, 2.0 - r)
 
 
+# The exact GELU evaluates erfc in float64 over blocks of this many values, on buffers of the
+# block's size: its ~30 passes then run in cache, where whole-tensor float64 temporaries were
+# allocated and streamed through memory at every pass (56x56x64: 1.74 -> 0.93 ms; 8192 values
+# 1.12 ms, the calls' own cost growing; 32768 0.90 ms for twice the working memory). LiteRT's
+# default delegate takes 28 us with a float32 rational approximation; NumPy has no erf, and
+# float32 arithmetic would lose the one-ulp accuracy the exact form keeps in the negative tail.
+GELU_BLOCK = 16384
+_COEFFS = tuple(float(c) for c in _ERFC_COEFFS)
+
+
+def _erfc_block(z: np.ndarray, a: np.ndarray, t: np.ndarray, p: np.ndarray) -> None:
+    """``p = erfc(z)`` for a float64 block, as :func:`erfc` computes it (``a`` and ``t``:
+    working buffers of its size). ``2 - r`` for negative z is ``r * (1 - 2s) + 2s`` with
+    ``s = (z < 0)``: the same single rounding, without a masked copy. Invoke ignores the
+    floating-point errors (exp's overflow and underflow)."""
+    np.abs(z, out=a)
+    np.multiply(a, 0.5, out=t)
+    np.add(t, 1.0, out=t)
+    np.divide(1.0, t, out=t)
+    np.multiply(t, _COEFFS[-1], out=p)
+    np.add(p, _COEFFS[-2], out=p)
+    for c in _COEFFS[-3::-1]:  # Horner
+        np.multiply(p, t, out=p)
+        np.add(p, c, out=p)
+    np.multiply(a, a, out=a)
+    np.subtract(p, a, out=p)
+    np.exp(p, out=p)
+    np.multiply(p, t, out=p)
+    np.less(z, 0.0, out=a)
+    np.multiply(a, -2.0, out=t)
+    np.add(t, 1.0, out=t)
+    np.multiply(p, t, out=p)
+    np.add(a, a, out=a)
+    np.add(p, a, out=p)
+
+
 @register("GELU")
-class Gelu(Activation):
-    passes = 0  # never split: the exact form computes whole float64 temporaries
+class Gelu(ScratchUser, Activation):
+    passes = 0  # never split: the exact form works in one set of block buffers
 
     def prepare(self, ins):
         specs = super().prepare(ins)
         self.approximate = bool(getattr(self.options, "approximate", False)) if self.options is not None else False
+        self.block = block = min(GELU_BLOCK, ins[0].size)
+        exact = not self.approximate and ins[0].dtype == np.float32 and block > 0
+        self.want_scratch([((block,), np.float64)] * 4 + [((block,), np.float32)] if exact else [])
         return specs
+
+    def _exact(self, x: np.ndarray, out: np.ndarray) -> None:
+        """``0.5 * x * erfc(-x / sqrt(2))``, erfc in float64 rounded once, block by block."""
+        if self.scratch_stale():
+            self.blocks = self.take_scratch()
+        z, a, t, p, e = self.blocks
+        xs, outs = x.reshape(-1), out.reshape(-1)
+        for start in range(0, xs.size, self.block):
+            xb, ob = xs[start : start + self.block], outs[start : start + self.block]
+            n = xb.size
+            np.multiply(xb, _MINUS_SQRT_HALF, out=z[:n])
+            _erfc_block(z[:n], a[:n], t[:n], p[:n])
+            np.copyto(e[:n], p[:n], casting="same_kind")
+            np.multiply(xb, np.float32(0.5), out=ob)
+            np.multiply(ob, e[:n], out=ob)  # -inf * erfc(inf) = -inf * 0: NaN, as in LiteRT
 
     def compute(self, x, out):
         if self.approximate:
@@ -286,6 +341,8 @@ class Gelu(Activation):
                 out += np.float32(1)
                 out *= np.float32(0.5)  # exact, and before x so that 0.5 * x * 2 stays finite
                 out *= x
+        elif self.scratch_specs and x.flags.c_contiguous and out.flags.c_contiguous and x.dtype == np.float32:
+            self._exact(x, out)
         else:
             # erfc evaluated in float64 and rounded once, then 0.5 * x * erfc in float32.
             e = erfc(x.astype(np.float64) * _MINUS_SQRT_HALF).astype(np.float32)
