@@ -82,15 +82,18 @@ class ResizeNearestNeighbor(Resize):
         return idx
 
     def plan(self, in_h, in_w, out_h, out_w, dtype):
-        rows, cols = self.source_index(in_h, out_h), self.source_index(in_w, out_w)
+        self.rows, self.cols = self.source_index(in_h, out_h), self.source_index(in_w, out_w)
         # each output pixel's source pixel in the image's [H * W] pixels: one gather of whole
         # pixels, no intermediate (56x56x64 -> 112x112: 197 -> 43 us; LiteRT 122)
-        self.pixels = (rows[:, None] * in_w + cols[None, :]).reshape(-1)
+        self.pixels = (self.rows[:, None] * in_w + self.cols[None, :]).reshape(-1)
 
     def eval(self, ins, outs):
         x, out = ins[0], outs[0]
         n, h, w, c = x.shape
         if out.size == 0:
+            return
+        if not out.flags.c_contiguous:  # (the flat view below must be the output itself)
+            np.take(x[:, self.rows], self.cols, axis=2, out=out)
             return
         np.take(x.reshape(n, h * w, c), self.pixels, 1, out.reshape(n, -1, c), "clip")
 
@@ -180,7 +183,7 @@ class ResizeBilinear(ScratchUser, Resize):
             self.scratch = self.take_scratch()
         top, bottom, right = self.scratch
         (y0, y1, dy), x0, columns, dx = self.rows, self.cols[0], self.difference_columns, self.column_weights
-        n, out_h, out_w, c = out.shape
+        out_w, c = out.shape[2:]
         for b, r0, r1 in self.blocks:
             k = r1 - r0
             upper, lower, product, dst = top[:k], bottom[:k], right[:k], out[b, r0:r1]
@@ -207,12 +210,13 @@ class ResizeBilinear(ScratchUser, Resize):
             acc += np.where(acc > 0, 1 << 19, -(1 << 19))
             out[...] = np.trunc(acc / float(1 << 20)).astype(out.dtype)
             return
-        if out.dtype == np.float32:
+        if out.dtype == np.float32 and out.flags.c_contiguous:
             if out.size:
                 self._eval_float(x, out)
             return
         acc = np.zeros(out.shape, np.float32)
         for (rows, cols), w in zip(self.corners, self.weights):
             acc += x[:, rows][:, :, cols] * w
-        acc += np.float32(0.5)  # uint8: LiteRT's kernel adds 0.5 and truncates the float result
+        if out.dtype != np.float32:  # uint8: LiteRT's kernel adds 0.5 and truncates the float result
+            acc += np.float32(0.5)
         out[...] = acc.astype(out.dtype)
