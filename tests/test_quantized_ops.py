@@ -158,6 +158,33 @@ def test_arithmetic(name, int16):
     assert_matches_reference(model)
 
 
+PAIRS = {
+    "add_relu": (lambda x, y: tf.nn.relu(x + y), "ADD"),
+    "sub": (lambda x, y: x - y, "SUB"),
+    "mul": (lambda x, y: x * y, "MUL"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PAIRS))
+def test_8bit_arithmetic_of_every_input_pair_by_table(name):
+    """8-bit ADD, SUB and MUL of PAIR_TABLE_FROM outputs or more look their results up in a
+    table of all 65536 input pairs made by the op's own arithmetic: every pair (a column of all
+    int8 values against a row of all of them, then the column reversed) equals LiteRT's
+    reference kernels."""
+    from numlite.kernels import quantized
+
+    fn, op = PAIRS[name]
+    model = quantized_model(fn, [S((256, 1), F), S((1, 256), F)], ("pairs", name))
+    assert_op_quantized(model, op, np.int8)
+    interpreter = numlite.Interpreter(model_content=model)
+    interpreter.allocate_tensors()
+    (step,) = [s for s in interpreter.subgraph(0).plan if s.op_name == op]
+    assert step.kernel.impl.table is not None and 256 * 256 >= quantized.PAIR_TABLE_FROM
+    values = np.arange(-128, 128, dtype=np.int8)
+    assert_matches_reference(model, [values.reshape(256, 1), values.reshape(1, 256)])
+    assert_matches_reference(model, [values[::-1].reshape(256, 1).copy(), values.reshape(1, 256)])
+
+
 def test_quantize_and_dequantize_at_the_ends():
     model = quantized_model(lambda x, y: x * y + x, [S((4, 16), F), S((4, 16), F)], "float_io", float_io=True)
     names = [read_model(model).op_name(o) for o in read_model(model).subgraphs[0].operators]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from numlite.kernels.base import Kernel, Spec, TensorInfo, broadcast_shape, has_scale, register
+from numlite.kernels.scratchpad import ScratchUser
 from numlite.kernels.fixed_point import (
     activation_range,
     inv_sqrt_multiplier,
@@ -123,8 +124,48 @@ class Quantize(QuantizedKernel):
 
 # ----------------------------------------------------------------------------- ADD / SUB / MUL
 
+# 8-bit ADD, SUB and MUL of at least this many output values look their results up in a table
+# of all 65536 input pairs, made at prepare by the op's own fixed-point arithmetic (so exact by
+# construction): two casts, a shift-or and a gather, where that arithmetic takes some thirty
+# passes over int32/int64 arrays.
+PAIR_TABLE_FROM = 512
 
-class QuantizedAddSub(QuantizedKernel):
+
+class PairTable(ScratchUser):
+    """Mixin of 8-bit binary kernels: ``compute(a, b, out)`` is the op's arithmetic; ``eval``
+    runs it, or the table lookup that :meth:`plan_table` prepared (its index array is
+    working memory)."""
+
+    table: np.ndarray | None = None
+
+    def compute(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def plan_table(self, dtype: np.dtype, out_shape: tuple[int, ...]) -> None:
+        self.table = None
+        if dtype in EIGHT_BIT and int(np.prod(out_shape, dtype=np.int64)) >= PAIR_TABLE_FROM:
+            values = np.arange(256, dtype=np.uint8).view(dtype)  # in the order of their bits
+            pairs = np.empty((256, 256), dtype)
+            self.compute(values[:, None], values[None, :], pairs)
+            self.table = pairs.reshape(-1)  # at (bits of a) * 256 + (bits of b)
+            self.want_scratch([(tuple(out_shape), np.intp)])
+        else:
+            self.want_scratch([])
+
+    def eval(self, ins, outs):
+        if self.table is None:
+            self.compute(ins[0], ins[1], outs[0])
+            return
+        if self.scratch_stale():
+            self.index = self.take_scratch()[0]
+        index = self.index
+        np.copyto(index, ins[0].view(np.uint8), casting="unsafe")
+        np.left_shift(index, 8, out=index)
+        np.bitwise_or(index, ins[1].view(np.uint8), out=index)
+        np.take(self.table, index, out=outs[0], mode="clip")  # in range: "clip" skips a check copy
+
+
+class QuantizedAddSub(PairTable, QuantizedKernel):
     """ADD and SUB: both inputs rescaled to twice the larger input scale with ``left_shift``
     bits of headroom (20 for 8-bit, 15 for int16), summed, rescaled to the output."""
 
@@ -148,20 +189,22 @@ class QuantizedAddSub(QuantizedKernel):
         self.inputs_params = ((z1, m1, sh1), (z2, m2, sh2))
         self.out_params = (zo, mo, sho)
         self.range = activation_range(self.activation_code(), so, zo, a.dtype)
-        return [Spec(broadcast_shape(a.shape, b.shape), a.dtype)]
+        shape = broadcast_shape(a.shape, b.shape)
+        self.plan_table(a.dtype, shape)
+        return [Spec(shape, a.dtype)]
 
     def _scaled(self, x: np.ndarray, p: tuple) -> np.ndarray:
         zp, m, shift = p
         shifted = (x.astype(np.int32) - np.int32(zp)) * np.int32(1 << self.left_shift)
         return mbqm(shifted, m, shift)
 
-    def eval(self, ins, outs):
-        a = self._scaled(ins[0], self.inputs_params[0])
-        b = self._scaled(ins[1], self.inputs_params[1])
+    def compute(self, a, b, out):
+        a = self._scaled(a, self.inputs_params[0])
+        b = self._scaled(b, self.inputs_params[1])
         raw = a + b if self.sign > 0 else a - b
         zo, mo, sho = self.out_params
         values = mbqm(raw, mo, sho).astype(np.int64) + zo
-        _clamp_into(np.broadcast_to(values, outs[0].shape).copy(), *self.range, outs[0])
+        _clamp_into(np.broadcast_to(values, out.shape).copy(), *self.range, out)
 
 
 @register("ADD", quantized=True)
@@ -175,7 +218,7 @@ class QuantizedSub(QuantizedAddSub):
 
 
 @register("MUL", quantized=True)
-class QuantizedMul(QuantizedKernel):
+class QuantizedMul(PairTable, QuantizedKernel):
     """``(a - za) * (b - zb)`` rescaled by ``sa * sb / so`` (computed in float, as mul.cc)."""
 
     def prepare(self, ins):
@@ -184,13 +227,15 @@ class QuantizedMul(QuantizedKernel):
         so, self.zo = self.output_params(a.dtype)
         self.mult, self.shift = quantize_multiplier(float(s1 * s2 / so))
         self.range = activation_range(self.activation_code(), so, self.zo, a.dtype)
-        return [Spec(broadcast_shape(a.shape, b.shape), a.dtype)]
+        shape = broadcast_shape(a.shape, b.shape)
+        self.plan_table(a.dtype, shape)
+        return [Spec(shape, a.dtype)]
 
-    def eval(self, ins, outs):
-        a = ins[0].astype(np.int32) - np.int32(self.z1)
-        b = ins[1].astype(np.int32) - np.int32(self.z2)
+    def compute(self, a, b, out):
+        a = a.astype(np.int32) - np.int32(self.z1)
+        b = b.astype(np.int32) - np.int32(self.z2)
         values = mbqm(a * b, self.mult, self.shift).astype(np.int64) + self.zo
-        _clamp_into(np.broadcast_to(values, outs[0].shape).copy(), *self.range, outs[0])
+        _clamp_into(np.broadcast_to(values, out.shape).copy(), *self.range, out)
 
 
 # ----------------------------------------------------------------------------- activations
