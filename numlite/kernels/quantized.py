@@ -148,7 +148,7 @@ class PairTable(ScratchUser):
             pairs = np.empty((256, 256), dtype)
             self.compute(values[:, None], values[None, :], pairs)
             self.table = pairs.reshape(-1)  # at (bits of a) * 256 + (bits of b)
-            self.want_scratch([(tuple(out_shape), np.intp)])
+            self.want_scratch([(tuple(out_shape), np.uint16)])  # (np.take reads these as fast as intp)
         else:
             self.want_scratch([])
 
