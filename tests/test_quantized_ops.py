@@ -230,9 +230,18 @@ ACTIVATIONS = {
 
 @pytest.mark.parametrize("op", sorted(ACTIVATIONS))
 def test_activation_int8(op):
+    """Every int8 input value (the row of all 256, then random rows), bit for bit with LiteRT's
+    reference kernels: one-input ops look 8-bit values up in a table their own arithmetic made
+    at prepare (``QuantizedUnary``); PRELU has two inputs and computes."""
     model = quantized_model(ACTIVATIONS[op], ROW, f"act-{op}")
     assert_op_quantized(model, op, np.int8)
     assert_matches_reference(model)
+    every = np.resize(np.arange(-128, 128, dtype=np.int8), (4, 64))
+    assert_matches_reference(model, [every])
+    interpreter = numlite.Interpreter(model_content=model)
+    interpreter.allocate_tensors()
+    (step,) = [s for s in interpreter.subgraph(0).plan if s.op_name == op]
+    assert (getattr(step.kernel.impl, "values_table", None) is not None) == (op not in ("PRELU", "LOGISTIC", "TANH"))
 
 
 # The 16x8 converter quantizes these (it refuses HARD_SWISH and RELU_N1_TO_1 in 16x8).

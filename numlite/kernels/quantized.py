@@ -243,9 +243,15 @@ class QuantizedMul(PairTable, QuantizedKernel):
 
 class QuantizedUnary(QuantizedKernel):
     """One int8/uint8 (``dtypes``) input, one output of its shape and dtype with its own
-    quantization; subclasses set up in ``setup(in_scale, in_zp, out_scale, out_zp)``."""
+    quantization; subclasses set up in ``setup(in_scale, in_zp, out_scale, out_zp)``.
+
+    An 8-bit input has 256 values, so prepare runs the subclass's own ``eval`` on all of them
+    once and every later eval is one lookup in that table (exact by construction; HARD_SWISH's
+    fixed-point chain over 48x48x16 values is some twenty passes). ``tabulate = False`` for a
+    kernel that is a table already."""
 
     dtypes: tuple = EIGHT_BIT
+    tabulate = True
 
     def prepare(self, ins):
         self.expect_inputs(ins, 1)
@@ -255,7 +261,17 @@ class QuantizedUnary(QuantizedKernel):
         so, zo = self.output_params(x.dtype)
         self.range = dtype_range(x.dtype)
         self.setup(s, z, so, zo, x.dtype)
+        self.__dict__.pop("eval", None)  # the class's arithmetic, unless tabulated below
+        self.values_table: np.ndarray | None = None
+        if self.tabulate and x.dtype in EIGHT_BIT:
+            table = np.empty(256, x.dtype)
+            self.eval([np.arange(256, dtype=np.uint8).view(x.dtype)], [table])  # every value, by its bits
+            self.values_table = table
+            self.eval = self._look_up  # type: ignore[method-assign]
         return [Spec(x.shape, x.dtype)]
+
+    def _look_up(self, ins, outs):
+        np.take(self.values_table, ins[0].view(np.uint8), out=outs[0], mode="clip")
 
     def setup(self, s, z, so, zo, dtype) -> None:
         raise NotImplementedError
@@ -403,6 +419,7 @@ class QuantizedLut(QuantizedUnary):
     the input first rescaled to units of 1 / (3 * 4096) (``(x * multiplier) >> shift``)."""
 
     dtypes = (INT8, UINT8, INT16)
+    tabulate = False  # its own table
     transform = None
     # LOGISTIC accepts a power-of-two input scale as is only at shift 0, TANH also at 1
     power_of_two_shifts: tuple = (0,)
