@@ -191,10 +191,13 @@ class QuantizedDispatch(Kernel):
         cls = self.quantized if self.quantized.handles(ins) else self.plain
         if type(self.impl) is not cls:  # shapes changed to another kind: a fresh kernel
             self.impl = cls(self.node)
-        if type(self).eval is QuantizedDispatch.eval:  # not overridden by a subclass:
-            self.eval = self.impl.eval  # type: ignore[method-assign]  # skip one call per invoke
         self.foldable, self.reads_only_shapes = cls.foldable, cls.reads_only_shapes
-        return self.impl.prepare(ins)
+        specs = self.impl.prepare(ins)
+        if type(self).eval is QuantizedDispatch.eval:  # not overridden by a subclass:
+            # the kernel's eval as prepare left it (it may pick one for these inputs), bound,
+            # so that an invoke makes no extra call
+            self.eval = self.impl.eval  # type: ignore[method-assign]
+        return specs
 
     def eval(self, ins: Sequence[np.ndarray | None], outs: list[np.ndarray | None]) -> None:
         if self.impl is None:
