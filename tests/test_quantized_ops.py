@@ -241,7 +241,9 @@ def test_activation_int8(op):
     interpreter = numlite.Interpreter(model_content=model)
     interpreter.allocate_tensors()
     (step,) = [s for s in interpreter.subgraph(0).plan if s.op_name == op]
-    assert (getattr(step.kernel.impl, "values_table", None) is not None) == (op not in ("PRELU", "LOGISTIC", "TANH"))
+    tabulated = op not in ("PRELU", "LOGISTIC", "TANH")
+    assert (getattr(step.kernel.impl, "values_table", None) is not None) == tabulated
+    assert (step.kernel.eval.__name__ == "_look_up") == tabulated  # the lookup is what invoke calls
 
 
 # The 16x8 converter quantizes these (it refuses HARD_SWISH and RELU_N1_TO_1 in 16x8).
