@@ -12,7 +12,6 @@ from __future__ import annotations
 import numpy as np
 
 from numlite.kernels.base import Kernel, Spec, TensorInfo, broadcast_shape, has_scale, register
-from numlite.kernels.scratchpad import ScratchUser
 from numlite.kernels.fixed_point import (
     activation_range,
     inv_sqrt_multiplier,
@@ -21,6 +20,7 @@ from numlite.kernels.fixed_point import (
     quantize_multiplier,
     round_half_away,
 )
+from numlite.kernels.scratchpad import ScratchUser
 
 F32 = np.float32
 INT8, UINT8, INT16 = np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16)
