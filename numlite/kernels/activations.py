@@ -274,7 +274,6 @@ def erfc(z: np.ndarray) -> np.ndarray:
 # default delegate takes 28 us with a float32 rational approximation; NumPy has no erf, and
 # float32 arithmetic would lose the one-ulp accuracy the exact form keeps in the negative tail.
 GELU_BLOCK = 16384
-_COEFFS = tuple(float(c) for c in _ERFC_COEFFS)
 
 
 def _erfc_block(z: np.ndarray, a: np.ndarray, t: np.ndarray, p: np.ndarray) -> None:
@@ -286,9 +285,9 @@ def _erfc_block(z: np.ndarray, a: np.ndarray, t: np.ndarray, p: np.ndarray) -> N
     np.multiply(a, 0.5, out=t)
     np.add(t, 1.0, out=t)
     np.divide(1.0, t, out=t)
-    np.multiply(t, _COEFFS[-1], out=p)
-    np.add(p, _COEFFS[-2], out=p)
-    for c in _COEFFS[-3::-1]:  # Horner
+    np.multiply(t, _ERFC_COEFFS[-1], out=p)
+    np.add(p, _ERFC_COEFFS[-2], out=p)
+    for c in _ERFC_COEFFS[-3::-1]:  # Horner
         np.multiply(p, t, out=p)
         np.add(p, c, out=p)
     np.multiply(a, a, out=a)
