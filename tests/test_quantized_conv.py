@@ -208,6 +208,47 @@ def test_int8_float_interface():
     check_integer(model, "CONV_2D", np.int8, float_bound=quantum * (1 + 1e-6))
 
 
+def _depthwise_variant(kernel: int, stride: int, dilation: int, multiplier: int, padding: str):
+    """A depthwise layer (named after its geometry, which keys the model cache)."""
+    w = np.random.default_rng(kernel * 100 + multiplier).normal(0, 0.5, (kernel, kernel, 5, multiplier)).astype(np.float32)
+
+    def fn(x):
+        return tf.nn.relu(tf.nn.depthwise_conv2d(x, w, [1, stride, stride, 1], padding, dilations=[dilation, dilation]) + 0.1)
+
+    fn.__name__ = f"depthwise_{kernel}x{kernel}_s{stride}_d{dilation}_m{multiplier}_{padding}"
+    return fn
+
+
+DEPTHWISE_VARIANTS = [
+    (3, 1, 1, 1, "SAME"),  # one phase plane: one einsum sums the nine taps
+    (3, 2, 1, 1, "SAME"),  # two phase planes: an einsum each
+    (3, 1, 2, 1, "VALID"),
+    (5, 2, 1, 2, "VALID"),  # channels repeated for the multiplier
+    (3, 3, 1, 1, "SAME"),  # three planes, one of them with a single column of taps
+    (1, 1, 1, 2, "SAME"),  # one tap: a multiply, no einsum
+]
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["int8", "16x8"])
+@pytest.mark.parametrize("geometry", DEPTHWISE_VARIANTS, ids=lambda g: "k{}_s{}_d{}_m{}_{}".format(*g))
+def test_depthwise_taps_summed_per_plane(geometry, wide):
+    """The integer depthwise layer sums each phase plane's taps with one einsum (exact: every
+    partial sum is an integer within the accumulation dtype's exact range): bit for bit as
+    LiteRT's reference kernels, over batches and at every stride, dilation and multiplier."""
+    fn = _depthwise_variant(*geometry)
+    model = full_integer(fn, [_spec(2, 11, 11, 5)], wide=wide)
+    check_integer(model, "DEPTHWISE_CONV_2D", np.int16 if wide else np.int8, seeds=(0, 1, 2))
+    interpreter = numlite.Interpreter(model_content=model)
+    interpreter.allocate_tensors()
+    interpreter.set_tensor(interpreter.get_input_details()[0]["index"], integer_inputs(model)[0])
+    interpreter.invoke()
+    (step,) = [s for s in interpreter.subgraph(0).plan if s.op_name == "DEPTHWISE_CONV_2D"]
+    planes = step.kernel.impl.tap_planes
+    assert (planes is not None) == (geometry[0] > 1)
+    if planes is not None:
+        assert len(planes) == min(geometry[1], geometry[0])  # one einsum per phase plane with taps
+
+
 # ------------------------------------------------------------------------------ 16x8
 
 

@@ -278,6 +278,35 @@ def _grid_view(views: list[list[np.ndarray]]) -> np.ndarray | None:
     return as_strided(base, base.shape + (len(views), len(views[0])), base.strides + (step_i, step_j))
 
 
+def plane_groups(
+    views: list[np.ndarray],
+    taps: list[tuple[int, int]],
+    stride_w: int,
+    dilation_w: int,
+    tap_rows: list[np.ndarray],
+    weights: dict[int, np.ndarray],
+) -> list[tuple[np.ndarray, np.ndarray]] | None:
+    """Depthwise taps regrouped for one einsum per phase plane (one plane at horizontal stride
+    1): ``(view [..., OW * C, KH, n], weights [KH, n, OW * C])``, the ``n`` taps of a plane
+    being a grid of equally spaced rows and columns of it, or None if they are not. ``views``
+    and ``tap_rows`` are per tap (``TapSource.tap`` views and each tap's weights along an
+    output row); ``weights`` caches the stacked weights by plane."""
+    kh = taps[-1][0] + 1
+    index = {tap: k for k, tap in enumerate(taps)}
+    groups = []
+    for plane in range(stride_w):
+        kxs = [kx for kx in range(taps[-1][1] + 1) if kx * dilation_w % stride_w == plane]
+        if not kxs:
+            continue
+        view = _grid_view([[views[index[ky, kx]] for kx in kxs] for ky in range(kh)])
+        if view is None:
+            return None
+        if plane not in weights:
+            weights[plane] = np.stack([np.stack([tap_rows[index[ky, kx]] for kx in kxs]) for ky in range(kh)])
+        groups.append((view, weights[plane]))
+    return groups
+
+
 def _merge_rows(view: np.ndarray) -> np.ndarray:
     """``[N, OH, OW, C]`` -> ``[N, OH, OW * C]``, a view whenever each row is contiguous."""
     n, oh, ow, c = view.shape
@@ -791,28 +820,11 @@ class DepthwiseConv2D(ScratchUser, Kernel):
         self.bound = (x, out)
 
     def _tap_groups(self, views: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]] | None:
-        """The taps' views regrouped for einsum: ``(view [rows, OW * C, KH, n], weights
-        [KH, n, OW * C])`` per phase plane (one group at horizontal stride 1), the n taps of a
-        plane being a grid of equally spaced rows and columns of it. None if they are not.
-        Each plane's weights are stacked once per binding, for all blocks and threads (one
-        copy per block took 3.7 MB in MobileNetV2's first depthwise layer)."""
-        kh = self.taps[-1][0] + 1
-        index = {tap: k for k, tap in enumerate(self.taps)}
+        """The taps' views regrouped for einsum (:func:`plane_groups`); each plane's weights
+        are stacked once per binding, for all blocks and threads (one copy per block took 3.7
+        MB in MobileNetV2's first depthwise layer)."""
         _, strides, dilations, _ = self.window
-        groups = []
-        for plane in range(strides[1]):
-            kxs = [kx for kx in range(self.taps[-1][1] + 1) if kx * dilations[1] % strides[1] == plane]
-            if not kxs:
-                continue
-            grid = [[views[index[ky, kx]] for kx in kxs] for ky in range(kh)]
-            view = _grid_view(grid)
-            if view is None:
-                return None
-            if plane not in self.group_weights:
-                rows = [[self.tap_rows[index[ky, kx]] for kx in kxs] for ky in range(kh)]
-                self.group_weights[plane] = np.stack([np.stack(row) for row in rows])
-            groups.append((view, self.group_weights[plane]))
-        return groups
+        return plane_groups(views, self.taps, strides[1], dilations[1], self.tap_rows, self.group_weights)
 
     def _bind_clipped(self, x: np.ndarray, out: np.ndarray) -> None:
         """Tasks reading each tap's rectangle straight from the input. A block starts from a

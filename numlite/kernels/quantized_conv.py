@@ -53,6 +53,7 @@ from numlite.kernels.conv import (
     filter_taps,
     grouped_im2col,
     grouped_weight_matrix,
+    plane_groups,
     row_blocks,
     tap_view,
     transpose_conv_canvas,
@@ -450,6 +451,7 @@ class QuantizedDepthwiseConv2D(_QuantizedWindowConv):
         _, kh, kw, out_c = w.shape
         strides, dilations, (oh, ow), pads = conv_window(self, (h, wd), (kh, kw))
         self.taps = filter_taps(kh, kw)
+        self.steps = (strides, dilations)
         self.out_shape = (n, oh, ow, out_c)
         self.fast = True
         self.dynamic_weights = w.value is None
@@ -484,6 +486,7 @@ class QuantizedDepthwiseConv2D(_QuantizedWindowConv):
         ow = self.out_shape[2]
         self.tap_rows = [np.tile(row.astype(self.acc_dtype), ow) for row in centered]
         self.colsum = centered.sum(axis=0)
+        self.views_of = None  # the einsum's stacked weights are made again from these rows
 
     def load_weights(self, w: np.ndarray) -> None:
         self._load_centered(_integer_centered(self, w)[0].reshape(-1, w.shape[3]))
@@ -507,6 +510,10 @@ class QuantizedDepthwiseConv2D(_QuantizedWindowConv):
         if self.views_of is None or (self.source.direct and self.views_of is not x):
             self.views = [self.source.tap(ky, kx) for ky, kx in self.taps]
             self.views_of = x
+            self.tap_planes = None
+            if len(self.taps) > 1:  # one einsum per phase plane sums its taps (one pass, not two per tap)
+                strides, dilations = self.steps
+                self.tap_planes = plane_groups(self.views, self.taps, strides[1], dilations[1], self.tap_rows, {})
         self.out_pixels = out.reshape(-1, out.shape[3])
         self.run(self.tasks)
 
@@ -514,13 +521,22 @@ class QuantizedDepthwiseConv2D(_QuantizedWindowConv):
         n, oh, ow, out_c = self.out_shape
         rows = y1 - y0
         acc = self.accs[slot][:rows]
-        views, weights = self.views, self.tap_rows
-        np.multiply(views[0][b, y0:y1], weights[0], out=acc)
-        if len(views) > 1:
-            product = self.prods[slot][:rows]
-            for view, row in zip(views[1:], weights[1:]):
-                np.multiply(view[b, y0:y1], row, out=product)
-                np.add(acc, product, out=acc)
+        if self.tap_planes is not None:
+            # Exact in any order of summation: every partial sum is an integer within the
+            # accumulation dtype's exact range (prepare's bound), as with the passes below.
+            for k, (view, weights) in enumerate(self.tap_planes):
+                product = self.prods[slot][:rows] if k else acc
+                np.einsum("hiyx,yxi->hi", view[b, y0:y1], weights, out=product)
+                if k:
+                    np.add(acc, product, out=acc)
+        else:
+            views, weights = self.views, self.tap_rows
+            np.multiply(views[0][b, y0:y1], weights[0], out=acc)
+            if len(views) > 1:
+                product = self.prods[slot][:rows]
+                for view, row in zip(views[1:], weights[1:]):
+                    np.multiply(view[b, y0:y1], row, out=product)
+                    np.add(acc, product, out=acc)
         r0 = (b * oh + y0) * ow
         (self.finish or self.block_finish)(acc.reshape(-1, out_c), self.out_pixels[r0 : r0 + rows * ow], b, slot)
 
