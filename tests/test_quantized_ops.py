@@ -349,6 +349,7 @@ def test_uint8(op):
 
 SPATIAL = {
     "MAX_POOL_2D": lambda x: tf.nn.max_pool2d(x, 3, 2, "SAME"),
+    "MAX_POOL_2D-relu": lambda x: tf.nn.relu(tf.nn.max_pool2d(x, 2, 2, "VALID")) - 0.5,
     "AVERAGE_POOL_2D": lambda x: tf.nn.avg_pool2d(x, 3, 2, "SAME"),
     "AVERAGE_POOL_2D-valid": lambda x: tf.nn.avg_pool2d(x, (2, 3), (1, 2), "VALID"),
     "PAD": lambda x: tf.pad(x, [[0, 0], [1, 2], [2, 1], [0, 0]]),

@@ -607,7 +607,9 @@ class QuantizedPool2D(QuantizedKernel):
         pad = dtype_range(x.dtype)[0] if self.is_max else 0
         self.source = TapSource(x.shape, pads, (oh, ow), strides, (1, 1), x.dtype, pad)
         self.taps = filter_taps(*self.geometry[6:8])
-        self.acc = np.empty((n, oh, ow * c), np.int32)
+        self.rows_shape = (n, oh, ow * c)
+        self.clamped = tuple(self.range) != tuple(dtype_range(x.dtype))  # a fused activation narrower than the type
+        self.acc = None if self.is_max else np.empty(self.rows_shape, np.int32)
         return [Spec((n, oh, ow, c), x.dtype)]
 
     is_max = False
@@ -617,6 +619,9 @@ class QuantizedPool2D(QuantizedKernel):
         if out.size == 0:
             return
         self.source.fill(ins[0])
+        if self.is_max:  # maxima of the input's own values: no wider type, straight into the output
+            self._max_into(out.reshape(self.rows_shape))
+            return
         acc = self.acc
         for i, (ky, kx) in enumerate(self.taps):
             if i == 0:
@@ -628,6 +633,14 @@ class QuantizedPool2D(QuantizedKernel):
         self.finish(acc)
         np.clip(acc, *self.range, out=acc)
         np.copyto(out.reshape(acc.shape), acc, casting="unsafe")
+
+    def _max_into(self, out: np.ndarray) -> None:
+        first, *rest = self.taps
+        np.copyto(out, self.source.tap(*first))
+        for ky, kx in rest:
+            np.maximum(out, self.source.tap(ky, kx), out=out)
+        if self.clamped:
+            np.clip(out, *self.range, out=out)
 
     def finish(self, acc: np.ndarray) -> None:
         pass
