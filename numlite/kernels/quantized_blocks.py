@@ -34,10 +34,16 @@ try:  # the clip ufunc itself: np.clip adds microseconds of Python around it per
 except ImportError:  # pragma: no cover - other NumPy layouts
     _clip = np.clip
 
-F32, F64, I64 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64)
+F32, F64, I32, I64 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int32), np.dtype(np.int64)
 FLOAT32_EXACT = 1 << 24  # every integer of magnitude up to this is a float32
 FLOAT64_EXACT = 1 << 53
 SIGN_FIX = np.int64(-(1 << 31))
+
+# From this many accumulators the requantizer passes through int32 where it can: float32 ->
+# int32 -> int64 is two fast casts where one float32 -> int64 cast is slower than both, and an
+# int32 clamp twice as fast as an int64 one (36864 values: 6.2 against 9.4 us, and 8.6 against
+# 12.8); on fewer values the extra calls cost more (crossing over at about 6000).
+NARROW_FROM = 4096
 
 # Largest magnitude of a raw (uncentered) input value of each integer dtype.
 RAW_MAGNITUDE = {np.dtype(np.int8): 128, np.dtype(np.uint8): 255, np.dtype(np.int16): 32768}
@@ -86,6 +92,7 @@ class Requantizer:
         low, high = act_range[0] - self.out_zp, act_range[1] - self.out_zp
         self.low, self.high = (np.float64(low), np.float64(high)) if mode == "real" else (np.int64(low), np.int64(high))
         self.act_low, self.act_high = np.int64(act_range[0]), np.int64(act_range[1])
+        self.act_low32, self.act_high32 = np.int32(act_range[0]), np.int32(act_range[1])
         self.zp_folded = False
         m = np.asarray(multiplier, np.int64).reshape(-1)
         s = np.asarray(shift, np.int64).reshape(-1)
@@ -153,16 +160,23 @@ class Requantizer:
         any other is added after the conversion to the working dtype."""
         t = work.reshape(-1)[: acc.size].reshape(acc.shape)
         tmp = tmp.reshape(-1)[: acc.size].reshape(acc.shape)
+        narrow = tmp.reshape(-1).view(I32)[: acc.size].reshape(acc.shape)  # int32 scratch (NARROW_FROM)
         if isinstance(offset, np.ndarray) and offset.dtype == acc.dtype:
             np.add(acc, offset, out=acc)
-            np.copyto(t, acc, casting="unsafe")
+            self._load(acc, t, narrow)
         else:  # the exact integers converted, then the offset added in the working dtype
-            np.copyto(t, acc, casting="unsafe")
+            self._load(acc, t, narrow)
             if not (np.ndim(offset) == 0 and offset == 0):
                 np.add(t, offset, out=t, casting="unsafe")
         mode = self.mode
         if mode == "fused":
             self._fused(t, tmp)
+            if self.zp_folded and t.size >= NARROW_FROM:
+                # The results are below 2**30 here (an int32 times a multiplier below 2**31,
+                # shifted right by 32 or more): clamped as int32, twice as fast as int64.
+                np.copyto(narrow, t, casting="unsafe")
+                _clip(narrow, self.act_low32, self.act_high32, out=out, casting="unsafe")
+                return
             if self.zp_folded:
                 _clip(t, self.act_low, self.act_high, out=out, casting="unsafe")
                 return
@@ -181,6 +195,15 @@ class Requantizer:
             t[...] = fixed_point.multiply_by_quantized_multiplier_int64(t, self.multiplier, self.shift)
         _clip(t, self.low, self.high, out=t)
         np.add(t, self.out_zp, out=out, casting="unsafe")
+
+    def _load(self, acc: np.ndarray, t: np.ndarray, narrow: np.ndarray) -> None:
+        """``t = acc`` in the working dtype (exact integers; float32 ones are within 2**24, so
+        int32 holds them on the way to int64)."""
+        if acc.dtype == F32 and self.mode != "real" and acc.size >= NARROW_FROM:
+            np.copyto(narrow, acc, casting="unsafe")
+            np.copyto(t, narrow)
+        else:
+            np.copyto(t, acc, casting="unsafe")
 
     def _fused(self, t: np.ndarray, tmp: np.ndarray) -> None:
         """:meth:`_fixed` as one rounding, for multipliers above ``2**30`` and right shifts
