@@ -47,6 +47,26 @@ def test_transpose(shape, perm):
     assert_matches_litert(model, [values(shape, np.float32)])
 
 
+TILED_TRANSPOSES = [
+    ((1, 40, 40, 64), [0, 3, 1, 2], tf.float32),  # NHWC -> NCHW: H and W merged, cut into tiles
+    ((2, 9, 300, 48), [3, 0, 1, 2], tf.float32),  # batch, H and W merged
+    ((600, 4, 40), [1, 2, 0], tf.int8),  # the strided output axis is the batch
+    ((2, 3, 6, 300, 40), [1, 4, 0, 2, 3], tf.int32),  # a batch axis between the others
+]
+
+
+@pytest.mark.parametrize("shape,perm,dtype", TILED_TRANSPOSES, ids=str)
+def test_transpose_in_tiles(shape, perm, dtype):
+    """Transposes whose innermost output axis is strided in the input copy tiles cut along it
+    (``transpose_tiles``), every element exactly where LiteRT puts it."""
+    from numlite.kernels.layout import transpose_tiles
+
+    assert transpose_tiles(shape, tuple(perm)) is not None  # these take the tiled path
+    model = convert(lambda x: tf.transpose(x, perm), [tf.TensorSpec(shape, dtype)], key=("transpose-tiles", shape, tuple(perm), dtype))
+    assert op_names(model) == ["TRANSPOSE"]
+    assert_matches_litert(model, [values(shape, dtype.as_numpy_dtype)])
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_transpose_dtypes(dtype):
     model = convert(lambda x: tf.transpose(x, [2, 0, 1]), [tf.TensorSpec((2, 3, 4), dtype)], key=("transpose", dtype))

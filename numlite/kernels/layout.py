@@ -77,10 +77,58 @@ class Transpose(Kernel):
         self.perm = tuple(p % x.ndim if x.ndim else p for p in perm)
         if len(set(self.perm)) != len(self.perm):
             raise self.fail(f"perm {perm} has duplicate entries")
+        self.tiles = transpose_tiles(x.shape, self.perm)
+        self.bound: tuple | None = None
         return [Spec(tuple(x.shape[p] for p in self.perm), x.dtype)]
 
     def eval(self, ins, outs):
-        np.copyto(outs[0], ins[0].transpose(self.perm))
+        x, out = ins[0], outs[0]
+        if self.tiles is None or not (x.flags.c_contiguous and out.flags.c_contiguous):
+            np.copyto(out, x.transpose(self.perm))
+            return
+        if self.bound is None or self.bound[0] is not x or self.bound[1] is not out:
+            self.pairs = self._tile_views(x, out)
+            self.bound = (x, out)
+        for dst, src in self.pairs:
+            np.copyto(dst, src)
+
+    def _tile_views(self, x: np.ndarray, out: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+        shape, strides, block = self.tiles
+        src = np.lib.stride_tricks.as_strided(x, shape, tuple(s * x.itemsize for s in strides), writeable=False)
+        dst = out.reshape(shape)
+        return [(dst[..., a : a + block], src[..., a : a + block]) for a in range(0, shape[-1], block)]
+
+
+# A transpose whose innermost output axis is strided in the input copies tiles of about this
+# many elements, each cut along that axis: NumPy's one strided copy of the whole tensor misses
+# the cache on every row (1x56x56x64 NHWC -> NCHW: 115 -> 62 us; 14x14x1024: 406 -> 103).
+TRANSPOSE_TILE = 1 << 13
+# ... when the input's contiguous rows are this long: shorter rows (a few channels) or longer
+# ones measured no faster tiled along that one axis.
+TRANSPOSE_ROWS = (32, 2048)
+
+
+def transpose_tiles(in_shape: tuple[int, ...], perm: tuple[int, ...]) -> tuple | None:
+    """How a C-contiguous ``in_shape`` array transposed by ``perm`` is copied in tiles: the
+    output's shape with adjacent axes merged where the input's layout allows, the input's
+    element strides along them and the tile width along the last; None for one copy."""
+    axes = [p for p in perm if in_shape[p] != 1]
+    strides = [math.prod(in_shape[p + 1 :]) for p in range(len(in_shape))]
+    shape, steps = [], []
+    for p in axes:  # merge an axis into the previous one when the input holds them as one
+        if steps and steps[-1] == strides[p] * in_shape[p]:
+            shape[-1] *= in_shape[p]
+            steps[-1] = strides[p]
+        else:
+            shape.append(in_shape[p])
+            steps.append(strides[p])
+    if len(shape) < 2 or steps[-1] == 1:
+        return None  # a plain copy, or rows that stay contiguous
+    rows = shape[steps.index(1)]  # the length of the input's contiguous rows
+    block = max(16, TRANSPOSE_TILE // rows)
+    if not TRANSPOSE_ROWS[0] <= rows <= TRANSPOSE_ROWS[1] or shape[-1] < 2 * block:
+        return None
+    return tuple(shape), tuple(steps), block
 
 
 @register("CONCATENATION")
