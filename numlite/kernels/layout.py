@@ -108,6 +108,16 @@ TRANSPOSE_TILE = 1 << 13
 TRANSPOSE_ROWS = (32, 2048)
 
 
+def transposed_copies(dst: np.ndarray, src: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``np.copyto(dst, src)`` as copies of tiles (see TRANSPOSE_TILE) for a C-contiguous 2-D
+    ``dst`` and a ``src`` of its shape whose columns are contiguous (a transposed view)."""
+    rows, width = dst.shape
+    block = max(16, TRANSPOSE_TILE // max(rows, 1))
+    if not TRANSPOSE_ROWS[0] <= rows <= TRANSPOSE_ROWS[1] or width < 2 * block:
+        return [(dst, src)]
+    return [(dst[:, a : a + block], src[:, a : a + block]) for a in range(0, width, block)]
+
+
 def transpose_tiles(in_shape: tuple[int, ...], perm: tuple[int, ...]) -> tuple | None:
     """How a C-contiguous ``in_shape`` array transposed by ``perm`` is copied in tiles: the
     output's shape with adjacent axes merged where the input's layout allows, the input's
