@@ -30,7 +30,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from numlite.errors import PrepareError
 from numlite.kernels import hybrid, parallel
-from numlite.kernels.base import Kernel, Spec, TensorInfo, register, scratch
+from numlite.kernels.base import Kernel, Spec, TensorInfo, byte_runs, register, scratch
 from numlite.kernels.clamp import clamp
 from numlite.kernels.scratchpad import ScratchUser, border_views, check_size
 from numlite.kernels.operands import input_weights_bias, transpose_conv_operands
@@ -598,28 +598,39 @@ class Conv2D(ScratchUser, Kernel):
             r0, r1 = b * oh + y0, b * oh + y1
             dst, rows = pixels[r0 * ow : r1 * ow], out_rows[r0:r1]
             if self.stored:
-                self.tasks.append(partial(self._stored_block, source if self.pointwise else source[b, y0:y1], dst))
+                lhs = source if self.pointwise else self._im2col_copies(source[b, y0:y1])
+                self.tasks.append(partial(self._stored_block, lhs, dst))
             elif self.pointwise:
                 self.tasks.append(partial(self._pointwise_block, source[r0 * ow : r1 * ow], dst, rows))
             else:
-                self.tasks.append(partial(self._im2col_block, source[b, y0:y1], dst, rows))
+                self.tasks.append(partial(self._im2col_block, self._im2col_copies(source[b, y0:y1]), dst, rows))
         self.bound = (x, out)
+
+    def _im2col_copies(self, window: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Per thread slot: ``(im2col rows, destination, source)``, the copy laying out the
+        block's ``window`` view in the slot's rows by contiguous runs (``byte_runs``)."""
+        rows = math.prod(window.shape[:2])
+        copies = []
+        for cols in self.cols[: self.threads]:
+            col = cols[:rows]
+            copies.append((col, *byte_runs(col.reshape(window.shape), window)))
+        return copies
 
     def _pointwise_block(self, lhs: np.ndarray, dst: np.ndarray, rows: np.ndarray, slot: int) -> None:
         np.matmul(lhs, self.matrix, out=dst)
         self._finish(rows)
 
-    def _im2col_block(self, window: np.ndarray, dst: np.ndarray, rows: np.ndarray, slot: int) -> None:
-        col = self.cols[slot][: dst.shape[0]]
-        np.copyto(col.reshape(window.shape), window)
+    def _im2col_block(self, copies: list, dst: np.ndarray, rows: np.ndarray, slot: int) -> None:
+        col, runs_dst, runs_src = copies[slot]
+        np.copyto(runs_dst, runs_src)
         np.matmul(col, self.matrix, out=dst)
         self._finish(rows)
 
-    def _stored_block(self, lhs: np.ndarray, dst: np.ndarray, slot: int) -> None:
+    def _stored_block(self, lhs: np.ndarray | list, dst: np.ndarray, slot: int) -> None:
         """The whole (thin) product as ``filter @ lhs.T``, transposed back by the bias's add."""
-        if not self.pointwise:  # lhs is the im2col window view
-            col = self.cols[slot][: dst.shape[0]]
-            np.copyto(col.reshape(lhs.shape), lhs)
+        if not self.pointwise:  # lhs: the im2col copies (_im2col_copies)
+            col, runs_dst, runs_src = lhs[slot]
+            np.copyto(runs_dst, runs_src)
             lhs = col
         np.matmul(self.matrix, lhs.T, out=self.product_t)
         np.add(self.product_t.T, self.bias_vector, out=dst)

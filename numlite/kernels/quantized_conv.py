@@ -39,7 +39,7 @@ from typing import Sequence
 import numpy as np
 
 from numlite.kernels import parallel
-from numlite.kernels.base import Kernel, Spec, TensorInfo, has_scale, register
+from numlite.kernels.base import Kernel, Spec, TensorInfo, byte_runs, has_scale, register
 from numlite.kernels.conv import (
     PaddedInput,
     TapSource,
@@ -372,6 +372,7 @@ class QuantizedConv2D(_QuantizedWindowConv):
         self.per_slot = len(per_slot)
         self.want_scratch(specs + per_slot * self.threads)
         self.tasks = [partial(self._block, b, y0, y1) for b, y0, y1 in self.blocks]
+        self.copies_of = None
         return (n, oh, ow, out_c)
 
     def _load_centered(self, centered: np.ndarray) -> None:
@@ -384,6 +385,7 @@ class QuantizedConv2D(_QuantizedWindowConv):
 
     def _attach(self) -> None:
         arrays = self.take_scratch()
+        self.copies_of = None  # the im2col copies are made again over the new scratch
         if not self.pointwise and self.padded.needed:
             self.padded.attach(arrays.pop(0))
         k = self.per_slot
@@ -400,9 +402,16 @@ class QuantizedConv2D(_QuantizedWindowConv):
             self.source = x.reshape(-1, x.shape[3])
         else:
             src = self.padded.fill(x)
-            self.source = grouped_im2col(src, self.window, self.steps, 1)[0]
+            if self.copies_of is not src:  # each block's im2col copy by contiguous runs, per slot
+                source = grouped_im2col(src, self.window, self.steps, 1)[0]
+                self.copies = {(b, y0): self._im2col_copies(source[b, y0:y1]) for b, y0, y1 in self.blocks}
+                self.copies_of = src
         self.out_pixels = out.reshape(-1, out.shape[3])
         self.run(self.tasks)
+
+    def _im2col_copies(self, window: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        rows = window.shape[0] * window.shape[1]
+        return [(cols[:rows], *byte_runs(cols[:rows].reshape(window.shape), window)) for cols in self.cols]
 
     def _block(self, b: int, y0: int, y1: int, slot: int) -> None:
         n, oh, ow = self.window[:3]
@@ -413,9 +422,8 @@ class QuantizedConv2D(_QuantizedWindowConv):
             if lhs.dtype != self.acc_dtype:
                 lhs = np.copyto(self.cols[slot][:rows], lhs) or self.cols[slot][:rows]
         else:
-            window = self.source[b, y0:y1]
-            lhs = self.cols[slot][:rows]
-            np.copyto(lhs.reshape(window.shape), window)
+            lhs, runs_dst, runs_src = self.copies[b, y0][slot]
+            np.copyto(runs_dst, runs_src)
         acc = self.accs[slot][:rows]
         np.matmul(lhs, self.matrix, out=acc)
         (self.finish or self.block_finish)(acc, self.out_pixels[r0:r1], b, slot)
