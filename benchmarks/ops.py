@@ -91,6 +91,22 @@ def _convert(fn: Callable[..., Any], shapes: list[tuple[int, ...]]) -> bytes:
         return tf.lite.TFLiteConverter.from_concrete_functions([f.get_concrete_function()], f).convert()
 
 
+def _selected(spec: str, known: list[str]) -> tuple[list[str], list[str]]:
+    """The case names in a comma-separated ``spec`` (names with commas in them, such as
+    "max over H, W", are read whole), and the parts that name no case."""
+    names, unknown = [], []
+    rest = spec.strip(" ,")
+    while rest:
+        name = max((k for k in known if rest.startswith(k) and rest[len(k) :][:1] in ("", ",")), key=len, default=None)
+        if name is None:
+            name, _, _ = rest.partition(",")
+            unknown.append(name.strip())
+        else:
+            names.append(name)
+        rest = rest[len(name) :].strip(" ,")
+    return names, unknown
+
+
 def main(argv: list[str] | None = None) -> int:
     import run  # the suite's model cache and table helpers
 
@@ -104,10 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache-dir", default=run.DEFAULT_CACHE, help="where converted models are kept")
     args = parser.parse_args(argv)
     cases = _cases()
-    names = [n.strip() for n in args.ops.split(",")] if args.ops else list(cases)
-    unknown = [n for n in names if n not in cases]
+    names, unknown = _selected(args.ops, list(cases)) if args.ops else (list(cases), [])
     if unknown:
-        parser.error(f"unknown cases {unknown}; known: {', '.join(cases)}")
+        parser.error(f"unknown cases {unknown}; known: {'; '.join(cases)}")
     rows = []
     for name in names:
         fn, shapes = cases[name]
