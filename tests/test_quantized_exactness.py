@@ -237,6 +237,7 @@ def test_multiply_by_quantized_multiplier_closed_forms(seed):
         expected = _gemmlowp_steps(x.astype(np.int32), mult, sh)
         np.testing.assert_array_equal(fp.multiply_by_quantized_multiplier(x.astype(np.int32), mult, sh), expected)
         np.testing.assert_array_equal(fp.multiply_by_quantized_multiplier(x, mult, sh), expected)  # wrapped to int32 first
+        np.testing.assert_array_equal(fp.FixedMultiplier(mult, sh)(x), expected)  # its constants made once
 
 
 @pytest.mark.parametrize("seed", range(40))

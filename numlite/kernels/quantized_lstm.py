@@ -49,7 +49,7 @@ from typing import Sequence
 import numpy as np
 
 from numlite.kernels.base import Kernel, Spec, TensorInfo, has_scale, register
-from numlite.kernels.fixed_point import inv_sqrt_multiplier, quantize_multiplier
+from numlite.kernels.fixed_point import FixedMultiplier, inv_sqrt_multiplier, quantize_multiplier
 from numlite.kernels.fixed_point import multiply_by_quantized_multiplier as mbqm
 from numlite.kernels.rnn import _check_state, _get, _lstm_operands, _sequence_dims, _sequence_shape, _time_major
 
@@ -218,8 +218,15 @@ class _LayerNorm:
 # ----------------------------------------------------------------------------- the kernel
 
 
+try:  # the clip ufunc itself: np.clip adds microseconds of Python per call (20 a step here)
+    from numpy._core.umath import clip as _clip
+except ImportError:  # pragma: no cover - other NumPy layouts
+    _clip = np.clip
+INT16_LOW, INT16_HIGH, INT8_LOW, INT8_HIGH = np.int64(-32768), np.int64(32767), np.int64(-128), np.int64(127)
+
+
 def _clamp16(x: np.ndarray) -> np.ndarray:
-    return np.clip(x, -32768, 32767)
+    return _clip(x, INT16_LOW, INT16_HIGH)
 
 
 def _wrap32(x: np.ndarray) -> np.ndarray:
@@ -413,6 +420,11 @@ class QuantizedUnidirectionalSequenceLstm(Kernel):
         out_scale = self._scale(self.declared_outputs()[0], 0, "output")[0] if proj_clip > 0 else F32(1)
         self.proj_clip = int(np.clip(proj_clip / out_scale, -128.0, 127.0)) if proj_clip > 0 else 0
         self.tanh_bits = 15 + self.cell_shift
+        # The rescalings of every step, their constants made once (FixedMultiplier)
+        self.input_rescale = FixedMultiplier(self.input_mult, self.input_shift)
+        self.rec_rescale = FixedMultiplier(self.rec_mult, self.rec_shift)
+        self.hidden_rescale = FixedMultiplier(self.hidden_mult, self.hidden_shift)
+        self.proj_rescale = FixedMultiplier(self.proj_mult, self.proj_shift) if self.projection else None
         self.norm_scales = [self._scale(ins[o.layer_norm[k]], o.layer_norm[k], "layer-norm coefficients")[0]
                             for k in self.gates] if self.layer_norm else []
 
@@ -467,7 +479,7 @@ class QuantizedUnidirectionalSequenceLstm(Kernel):
         c = ins[self.ops.cell_state].reshape(batch, self.n_cell)
         # The input terms of every step at once (exact: float64 sums of int8 products).
         dots = (x.reshape(steps * batch, -1).astype(np.float64) @ s["input"]).astype(np.int64) + s["input_bias"]
-        from_input = _clamp16(mbqm(dots, self.input_mult, self.input_shift).astype(np.int64))
+        from_input = _clamp16(self.input_rescale(dots))
         from_input = from_input.reshape(steps, batch, len(self.gates), self.n_cell)
         cell = c.astype(np.int64)
         for t in range(steps):
@@ -478,7 +490,7 @@ class QuantizedUnidirectionalSequenceLstm(Kernel):
     def _step(self, from_input: np.ndarray, h: np.ndarray, cell: np.ndarray, s: dict) -> np.ndarray:
         """One time step: writes the new output state into ``h``, returns the new cell state."""
         rec = (h.astype(np.float64) @ s["recurrent"]).astype(np.int64) + s["recurrent_bias"]
-        rec = mbqm(rec, self.rec_mult, self.rec_shift).astype(np.int64).reshape(from_input.shape)
+        rec = self.rec_rescale(rec).reshape(from_input.shape)
         gates = _clamp16(from_input + rec)  # [batch, G, n_cell]
         slot = {k: g for g, k in enumerate(self.gates)}
         for k in (0, 1):  # the peepholes of i and f see the old cell state
@@ -502,10 +514,10 @@ class QuantizedUnidirectionalSequenceLstm(Kernel):
         if norm is not None:
             output_gate = _layer_norm(output_gate[:, None], norm.gates(slice(len(self.gates) - 1, None)))[:, 0]
         product = _lookup(sigmoid, output_gate) * _lookup(_table("tanh", self.tanh_bits), cell)
-        hidden = np.clip(mbqm(product, self.hidden_mult, self.hidden_shift).astype(np.int64) + self.hidden_zp, -128, 127)
+        hidden = _clip(self.hidden_rescale(product) + self.hidden_zp, INT8_LOW, INT8_HIGH)
         if self.projection:
             dots = (hidden.astype(np.float64) @ s["projection"]).astype(np.int64) + s["projection_bias"]
-            hidden = np.clip(mbqm(dots, self.proj_mult, self.proj_shift).astype(np.int64) + self.state_zp, -128, 127)
+            hidden = _clip(self.proj_rescale(dots) + self.state_zp, INT8_LOW, INT8_HIGH)
             if self.proj_clip > 0:
                 hidden = np.clip(hidden, -self.proj_clip, self.proj_clip)
         h[...] = hidden
