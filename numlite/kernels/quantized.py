@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from numlite.kernels.base import Kernel, Spec, TensorInfo, broadcast_shape, has_scale, register
+from numlite.kernels.clamp import clip_ufunc
 from numlite.kernels.fixed_point import (
     activation_range,
     inv_sqrt_multiplier,
@@ -78,8 +79,8 @@ class QuantizedKernel(Kernel):
 
 def _clamp_into(values: np.ndarray, low: int, high: int, out: np.ndarray) -> None:
     values = np.asarray(values)  # NumPy arithmetic on 0-d arrays returns scalars
-    np.clip(values, low, high, out=values)
-    np.copyto(out, values, casting="unsafe")
+    bound = values.dtype.type
+    clip_ufunc(values, bound(low), bound(high), out=out, casting="unsafe")  # one call, not np.clip's few
 
 
 # ----------------------------------------------------------------------------- QUANTIZE

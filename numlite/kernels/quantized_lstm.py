@@ -49,6 +49,7 @@ from typing import Sequence
 import numpy as np
 
 from numlite.kernels.base import Kernel, Spec, TensorInfo, has_scale, register
+from numlite.kernels.clamp import clip_ufunc as _clip  # np.clip adds microseconds of Python a call
 from numlite.kernels.fixed_point import FixedMultiplier, inv_sqrt_multiplier, quantize_multiplier
 from numlite.kernels.fixed_point import multiply_by_quantized_multiplier as mbqm
 from numlite.kernels.rnn import _check_state, _get, _lstm_operands, _sequence_dims, _sequence_shape, _time_major
@@ -218,10 +219,6 @@ class _LayerNorm:
 # ----------------------------------------------------------------------------- the kernel
 
 
-try:  # the clip ufunc itself: np.clip adds microseconds of Python per call (20 a step here)
-    from numpy._core.umath import clip as _clip
-except ImportError:  # pragma: no cover - other NumPy layouts
-    _clip = np.clip
 INT16_LOW, INT16_HIGH, INT8_LOW, INT8_HIGH = np.int64(-32768), np.int64(32767), np.int64(-128), np.int64(127)
 
 
