@@ -160,7 +160,8 @@ class Requantizer:
         any other is added after the conversion to the working dtype."""
         t = work.reshape(-1)[: acc.size].reshape(acc.shape)
         tmp = tmp.reshape(-1)[: acc.size].reshape(acc.shape)
-        narrow = tmp.reshape(-1).view(I32)[: acc.size].reshape(acc.shape)  # int32 scratch (NARROW_FROM)
+        # int32 scratch in tmp's memory for the larger blocks (NARROW_FROM)
+        narrow = tmp.reshape(-1).view(I32)[: acc.size].reshape(acc.shape) if acc.size >= NARROW_FROM else None
         if isinstance(offset, np.ndarray) and offset.dtype == acc.dtype:
             np.add(acc, offset, out=acc)
             self._load(acc, t, narrow)
@@ -171,7 +172,7 @@ class Requantizer:
         mode = self.mode
         if mode == "fused":
             self._fused(t, tmp)
-            if self.zp_folded and t.size >= NARROW_FROM:
+            if self.zp_folded and narrow is not None:
                 # The results are below 2**30 here (an int32 times a multiplier below 2**31,
                 # shifted right by 32 or more): clamped as int32, twice as fast as int64.
                 np.copyto(narrow, t, casting="unsafe")
@@ -196,10 +197,10 @@ class Requantizer:
         _clip(t, self.low, self.high, out=t)
         np.add(t, self.out_zp, out=out, casting="unsafe")
 
-    def _load(self, acc: np.ndarray, t: np.ndarray, narrow: np.ndarray) -> None:
+    def _load(self, acc: np.ndarray, t: np.ndarray, narrow: np.ndarray | None) -> None:
         """``t = acc`` in the working dtype (exact integers; float32 ones are within 2**24, so
         int32 holds them on the way to int64)."""
-        if acc.dtype == F32 and self.mode != "real" and acc.size >= NARROW_FROM:
+        if narrow is not None and acc.dtype == F32 and self.mode != "real":
             np.copyto(narrow, acc, casting="unsafe")
             np.copyto(t, narrow)
         else:
