@@ -233,7 +233,7 @@ class HardSwish(Activation):
         # x * (relu6(x + 3) * (1/6)), in LiteRT's optimized kernel's order: no overflow to inf
         # for huge x (x * 6 would), and the same rounding as LiteRT's builtin kernel.
         np.add(x, np.float32(3), out=out)
-        np.clip(out, np.float32(0), np.float32(6), out=out)
+        clip_ufunc(out, np.float32(0), np.float32(6), out=out)
         out *= np.float32(1 / 6)
         with np.errstate(invalid="ignore"):  # inf * 0 for x = -inf: NaN, as in LiteRT
             out *= x
