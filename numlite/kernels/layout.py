@@ -233,7 +233,6 @@ class Concatenation(Kernel):
                 y = np.trunc(y + np.copysign(0.5, y))
                 out[tuple(index)] = np.clip(y.astype(np.int32) + out_zp, 0, 255)
 
-
     def _parts(self, ins: list[np.ndarray], out: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
         """``(slice of the output, input)`` per input."""
         pairs, start = [], 0
@@ -502,7 +501,13 @@ class _BlockRearrange(Kernel):
 
     DTYPES = (F32, U8, I8, I32, I64, U16)
 
+    def eval(self, ins, outs):
+        x, out = ins[0], outs[0]
+        self.copies((x, out), lambda: [(out.reshape(self.gathered), x.reshape(self.split).transpose(0, 1, 3, 2, 4, 5))])
+
     def prepare_block(self, ins) -> tuple[TensorInfo, int]:
+        """Checks the input and options; the block size (``split`` and ``gathered``, set by
+        the subclass, view the input and output so that one transposed copy moves the blocks)."""
         self.copies = RunCopies()
         self.expect_inputs(ins, 1)
         x = ins[0]
@@ -529,8 +534,6 @@ class SpaceToDepth(_BlockRearrange):
         self.gathered = (n, h // b, w // b, b, b, c)
         return [Spec((n, h // b, w // b, c * b * b), x.dtype)]
 
-    def eval(self, ins, outs):
-        self.copies((ins[0], outs[0]), lambda: [(outs[0].reshape(self.gathered), ins[0].reshape(self.split).transpose(0, 1, 3, 2, 4, 5))])
 
 
 @register("DEPTH_TO_SPACE")
@@ -548,8 +551,6 @@ class DepthToSpace(_BlockRearrange):
         self.gathered = (n, h, b, w, b, oc)
         return [Spec((n, h * b, w * b, oc), x.dtype)]
 
-    def eval(self, ins, outs):
-        self.copies((ins[0], outs[0]), lambda: [(outs[0].reshape(self.gathered), ins[0].reshape(self.split).transpose(0, 1, 3, 2, 4, 5))])
 
 
 # --------------------------------------------------------------- SPACE_TO_BATCH / BATCH_TO_SPACE

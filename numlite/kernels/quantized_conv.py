@@ -410,6 +410,8 @@ class QuantizedConv2D(_QuantizedWindowConv):
         self.run(self.tasks)
 
     def _im2col_copies(self, window: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Per thread slot: ``(im2col rows, destination, source)`` of a block's window, copied
+        by contiguous runs (``byte_runs``)."""
         rows = window.shape[0] * window.shape[1]
         return [(cols[:rows], *byte_runs(cols[:rows].reshape(window.shape), window)) for cols in self.cols]
 
