@@ -641,7 +641,8 @@ class QuantizedPool2D(QuantizedKernel):
         for ky, kx in rest:
             np.maximum(out, self.source.tap(ky, kx), out=out)
         if self.clamped:
-            np.clip(out, *self.range, out=out)
+            bound = out.dtype.type
+            clip_ufunc(out, bound(self.range[0]), bound(self.range[1]), out=out)
 
     def finish(self, acc: np.ndarray) -> None:
         pass
