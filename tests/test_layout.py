@@ -3,6 +3,8 @@ REVERSE_V2, SPACE_TO_DEPTH, DEPTH_TO_SPACE, SPACE_TO_BATCH_ND, BATCH_TO_SPACE_ND
 MATRIX_SET_DIAG and REVERSE_SEQUENCE, with negative axes, run-time perms/axes/sizes, dtypes,
 None batch dimensions and the inputs LiteRT rejects."""
 
+import math
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -65,6 +67,41 @@ def test_transpose_in_tiles(shape, perm, dtype):
     model = convert(lambda x: tf.transpose(x, perm), [tf.TensorSpec(shape, dtype)], key=("transpose-tiles", shape, tuple(perm), dtype))
     assert op_names(model) == ["TRANSPOSE"]
     assert_matches_litert(model, [values(shape, dtype.as_numpy_dtype)])
+
+
+def _random_transpose(seed: int) -> tuple[bytes, tuple[int, ...], str]:
+    """A TRANSPOSE model of a random shape (rank 2-5, at most 200K elements, lengths that often
+    reach the tiled and run-copy paths) and perm: a converted template of that rank with its
+    shapes and perm replaced; float32 or retyped to int8 or int16."""
+    rng = np.random.default_rng(seed)
+    rank = int(rng.integers(2, 6))
+    shape = [int(d) for d in rng.choice([1, 2, 3, 7, 16, 33, 64, 96, 300], rank)]
+    if seed % 2:  # channels of a length the tiles are for (see the perm below)
+        shape[-1] = int(rng.choice([33, 64, 96]))
+    while math.prod(shape) > 200_000:  # halve the longest axis (not the channels kept above)
+        shape[int(np.argmax(shape[:-1] if seed % 2 else shape))] //= 2
+    perm = [int(p) for p in rng.permutation(rank)]
+    if seed % 2:  # the channels moved before the other axes, in order (NHWC -> NCHW's kind)
+        perm = list(range(rank - 1))
+        perm.insert(int(rng.integers(0, max(1, rank - 2))), rank - 1)
+    reverse = list(range(rank))[::-1]
+    model = read_model(convert(lambda x: tf.transpose(x, reverse), [tf.TensorSpec((2,) * rank, tf.float32)], key=("transpose-template", rank)))
+    g = model.subgraphs[0]
+    (x, perm_tensor), (out,) = g.operators[0].inputs, g.operators[0].outputs
+    dtype = str(rng.choice(["FLOAT32", "INT8", "INT16"]))
+    for t, dims in ((x, shape), (out, [shape[p] for p in perm])):
+        g.tensors[t].shape, g.tensors[t].shape_signature, g.tensors[t].type = tuple(dims), None, dtype
+    set_constant(model, perm_tensor, np.array(perm, np.int32))
+    return write_model(model), tuple(shape), dtype
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_transpose_random_geometries(seed):
+    """Whichever way numlite copies (in tiles, by contiguous runs, or one plain copy), every
+    element lands where LiteRT puts it."""
+    model, shape, dtype = _random_transpose(seed)
+    assert op_names(model) == ["TRANSPOSE"]
+    assert_matches_litert(model, [values(shape, np.dtype(dtype.lower()), seed)])
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
