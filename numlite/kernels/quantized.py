@@ -459,7 +459,7 @@ class QuantizedLut(QuantizedUnary):
         if ins[0].dtype == INT16:
             outs[0][...] = self.eval_int16(self.rescaled_int16(ins[0]))
         else:
-            np.take(self.table, ins[0].view(np.uint8), out=outs[0])
+            np.take(self.table, ins[0].view(np.uint8), out=outs[0], mode="clip")  # 256 entries: always in range
 
     def eval_int16(self, x: np.ndarray) -> np.ndarray:
         raise NotImplementedError
