@@ -315,6 +315,14 @@ def plane_groups(
     return groups
 
 
+def im2col_copies(cols: list[np.ndarray], window: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Per thread slot (one im2col buffer each in ``cols``): ``(im2col rows, destination,
+    source)``, the copy laying out a block's ``window`` view ``[rows, ow, ...]`` in the slot's
+    rows by contiguous runs (``byte_runs``)."""
+    rows = window.shape[0] * window.shape[1]
+    return [(c[:rows], *byte_runs(c[:rows].reshape(window.shape), window)) for c in cols]
+
+
 def _merge_rows(view: np.ndarray) -> np.ndarray:
     """``[N, OH, OW, C]`` -> ``[N, OH, OW * C]``, a view whenever each row is contiguous."""
     n, oh, ow, c = view.shape
@@ -606,23 +614,13 @@ class Conv2D(ScratchUser, Kernel):
             r0, r1 = b * oh + y0, b * oh + y1
             dst, rows = pixels[r0 * ow : r1 * ow], out_rows[r0:r1]
             if self.stored:
-                lhs = source if self.pointwise else self._im2col_copies(source[b, y0:y1])
+                lhs = source if self.pointwise else im2col_copies(self.cols, source[b, y0:y1])
                 self.tasks.append(partial(self._stored_block, lhs, dst))
             elif self.pointwise:
                 self.tasks.append(partial(self._pointwise_block, source[r0 * ow : r1 * ow], dst, rows))
             else:
-                self.tasks.append(partial(self._im2col_block, self._im2col_copies(source[b, y0:y1]), dst, rows))
+                self.tasks.append(partial(self._im2col_block, im2col_copies(self.cols, source[b, y0:y1]), dst, rows))
         self.bound = (x, out)
-
-    def _im2col_copies(self, window: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """Per thread slot: ``(im2col rows, destination, source)``, the copy laying out the
-        block's ``window`` view in the slot's rows by contiguous runs (``byte_runs``)."""
-        rows = math.prod(window.shape[:2])
-        copies = []
-        for cols in self.cols[: self.threads]:
-            col = cols[:rows]
-            copies.append((col, *byte_runs(col.reshape(window.shape), window)))
-        return copies
 
     def _pointwise_block(self, lhs: np.ndarray, dst: np.ndarray, rows: np.ndarray, slot: int) -> None:
         np.matmul(lhs, self.matrix, out=dst)
@@ -636,7 +634,7 @@ class Conv2D(ScratchUser, Kernel):
 
     def _stored_block(self, lhs: np.ndarray | list, dst: np.ndarray, slot: int) -> None:
         """The whole (thin) product as ``filter @ lhs.T``, transposed back by the bias's add."""
-        if not self.pointwise:  # lhs: the im2col copies (_im2col_copies)
+        if not self.pointwise:  # lhs: the im2col copies (im2col_copies)
             col, runs_dst, runs_src = lhs[slot]
             np.copyto(runs_dst, runs_src)
             lhs = col

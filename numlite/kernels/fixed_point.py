@@ -150,17 +150,27 @@ class FixedMultiplier:
         # The closed forms of _double_rounding; other cases go through the function itself.
         self.general = SINGLE_ROUNDING or bool(np.any(s > 0)) or bool(np.any(m == INT32_MIN))
         self.multiplier, self.shift = m, s
-        right = np.maximum(-s, 0)
-        self.right = right
-        self.any_right = bool(np.any(right))
-        self.sign_mask = None if np.all(right > 0) else np.where(right > 0, np.int64(-1), np.int64(0))
-        self.half = np.where(right > 0, np.int64(1) << np.maximum(right - 1, 0), np.int64(0))
+        self.rounding = _Rounding(np.maximum(-s, 0))
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         if self.general:
             return np.asarray(multiply_by_quantized_multiplier(x, self.multiplier, self.shift)).astype(np.int64)
         v = np.asarray(x).astype(np.int32).astype(np.int64)  # an int32 argument: C++ wraps it
-        v = v * self.multiplier
+        return self.rounding(v * self.multiplier)
+
+
+class _Rounding:
+    """What :func:`_double_rounding` does after the product ``a * m``, for fixed right shifts
+    (scalar or per channel), its constants made once."""
+
+    def __init__(self, right: np.ndarray) -> None:
+        self.right = np.asarray(right, np.int64)
+        self.any_right = bool(np.any(self.right))
+        self.sign_mask = None if np.all(self.right > 0) else np.where(self.right > 0, np.int64(-1), np.int64(0))
+        self.half = np.where(self.right > 0, np.int64(1) << np.maximum(self.right - 1, 0), np.int64(0))
+
+    def __call__(self, v: np.ndarray) -> np.ndarray:
+        """``v`` (int64 products, of the shape of the result) rounded, in place."""
         v += np.int64(1 << 30)
         v >>= np.int64(31)
         if self.any_right:
@@ -204,16 +214,7 @@ def _double_rounding(a: np.ndarray, m: np.ndarray, right: np.ndarray) -> np.ndar
     shape = np.broadcast_shapes(v.shape, np.shape(right))
     if v.shape != shape:
         v = np.broadcast_to(v, shape).copy()
-    v += np.int64(1 << 30)
-    v >>= np.int64(31)
-    if np.any(right):
-        sign = v >> np.int64(63)
-        if not np.all(right > 0):
-            sign &= np.where(right > 0, np.int64(-1), np.int64(0))
-        half = np.where(right > 0, np.int64(1) << np.maximum(right - 1, 0), np.int64(0))
-        v = np.asarray(v + sign + half)
-        v >>= right
-    return v.astype(np.int32)[()]  # a NumPy scalar for scalar inputs, as the helpers give
+    return _Rounding(right)(v).astype(np.int32)[()]  # a NumPy scalar for scalar inputs, as the helpers give
 
 
 def multiply_by_quantized_multiplier_int64(x: np.ndarray, multiplier: int | np.ndarray, shift: int | np.ndarray) -> np.ndarray:

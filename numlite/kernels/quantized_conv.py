@@ -39,7 +39,7 @@ from typing import Sequence
 import numpy as np
 
 from numlite.kernels import parallel
-from numlite.kernels.base import Kernel, Spec, TensorInfo, byte_runs, has_scale, register
+from numlite.kernels.base import Kernel, Spec, TensorInfo, has_scale, register
 from numlite.kernels.conv import (
     PaddedInput,
     TapSource,
@@ -53,6 +53,7 @@ from numlite.kernels.conv import (
     filter_taps,
     grouped_im2col,
     grouped_weight_matrix,
+    im2col_copies,
     plane_groups,
     row_blocks,
     tap_view,
@@ -404,16 +405,10 @@ class QuantizedConv2D(_QuantizedWindowConv):
             src = self.padded.fill(x)
             if self.copies_of is not src:  # each block's im2col copy by contiguous runs, per slot
                 source = grouped_im2col(src, self.window, self.steps, 1)[0]
-                self.copies = {(b, y0): self._im2col_copies(source[b, y0:y1]) for b, y0, y1 in self.blocks}
+                self.copies = {(b, y0): im2col_copies(self.cols, source[b, y0:y1]) for b, y0, y1 in self.blocks}
                 self.copies_of = src
         self.out_pixels = out.reshape(-1, out.shape[3])
         self.run(self.tasks)
-
-    def _im2col_copies(self, window: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """Per thread slot: ``(im2col rows, destination, source)`` of a block's window, copied
-        by contiguous runs (``byte_runs``)."""
-        rows = window.shape[0] * window.shape[1]
-        return [(cols[:rows], *byte_runs(cols[:rows].reshape(window.shape), window)) for cols in self.cols]
 
     def _block(self, b: int, y0: int, y1: int, slot: int) -> None:
         n, oh, ow = self.window[:3]
