@@ -303,15 +303,18 @@ def bidirectional_pair_model() -> keras.Model:
     return model
 
 
-def test_bidirectional_without_merge_is_two_lstms():
-    """merge_mode=None returns both directions: each direction is then its own fused LSTM."""
+def test_bidirectional_without_merge_is_grouped_from_two_lstms():
+    """merge_mode=None returns both directions: the wrapper is not routed, each direction is
+    its own fused LSTM, and the pair (one reading the sequence reversed) is then grouped into
+    one BIDIRECTIONAL_SEQUENCE_LSTM whose outputs are both returned."""
     model = bidirectional_pair_model()
     converter = numlite.TFLiteConverter.from_keras_model(model)
     data = converter.convert()
-    assert recurrent_ops(data) == ["UNIDIRECTIONAL_SEQUENCE_LSTM"] * 2
+    assert recurrent_ops(data) == ["BIDIRECTIONAL_SEQUENCE_LSTM"]
     lines = converter.report.layers
     assert any("Bidirectional" in line and "merge mode is None" in line for line in lines), lines
     assert sum("fused into UNIDIRECTIONAL_SEQUENCE_LSTM" in line for line in lines) == 2, lines
+    assert sum("grouped into one BIDIRECTIONAL_SEQUENCE_LSTM" in line for line in lines) == 1, lines
     assert_matches_keras(model, data, seeded_values((3, STEPS, FEATURES), tf.float32, 9))
 
 

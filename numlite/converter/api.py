@@ -28,6 +28,7 @@ from tensorflow.python.ops import resource_variable_ops
 from tensorflow.python.util import nest
 
 from numlite.converter import fusions, optimize, passes
+from numlite.converter.bidirectional import group_in_model
 from numlite.converter.graph import Graph, Value
 from numlite.converter.importer import Importer, evaluate_nodes, refine_shapes
 from numlite.converter.keras_loops import fuse_keras_lstm_loops
@@ -36,7 +37,7 @@ from numlite.converter.lowering import ProgramLowering, Variable
 from numlite.converter.quantize import QuantizationSettings, quantize
 from numlite.converter.quantize.options import TargetSpec
 from numlite.converter.raising import raise_control_flow, uses_v1_control_flow
-from numlite.converter.variables import assigned_variables, freeze_read_only, trace_resources
+from numlite.converter.variables import assigned_variables, freeze_read_only, shape_variable_reads, trace_resources
 from numlite.errors import ConversionError
 from numlite.model import Model, write_model
 from numlite.model.ir import SignatureDef
@@ -118,7 +119,10 @@ class TFLiteConverter:
     def from_saved_model(cls, saved_model_dir: str, signature_keys: Sequence[str] | None = None,
                          tags: Any = None) -> TFLiteConverter:
         """Every signature of the SavedModel (or those named), each becoming a signature def. A
-        TF1 SavedModel is loaded into a session and frozen, each signature like a frozen graph."""
+        TF1 SavedModel is loaded into a session and frozen, each signature like a frozen graph.
+        A Keras 3 ``model.export`` folder writes its endpoint twice, as ``serve`` and
+        ``serving_default``: unless keys are named, only ``serving_default`` is converted, as the
+        official converter does. Signatures that compute the same thing share one subgraph."""
         if _is_tf1_saved_model(str(saved_model_dir)):
             return cls(_tf1_signatures(str(saved_model_dir), signature_keys, tags))
         loaded = tf.saved_model.load(str(saved_model_dir), tags=tags)
@@ -126,6 +130,8 @@ class TFLiteConverter:
         if not signatures:
             raise ConversionError(f"SavedModel {saved_model_dir!r} has no signatures")
         keys = list(signature_keys) if signature_keys else list(signatures)
+        if not signature_keys and _is_keras_export(loaded, keys):
+            keys = [tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY]
         missing = [k for k in keys if k not in signatures]
         if missing:
             raise ConversionError(f"SavedModel {saved_model_dir!r} has no signature(s) {missing}; it has {sorted(signatures)}")
@@ -186,6 +192,8 @@ class TFLiteConverter:
             graph, roots = func.import_graph(key) if isinstance(func, _FrozenGraph) else _import(key, func, variables)
             if uses_v1_control_flow(graph):
                 raise_control_flow(graph)
+            shape_variable_reads(graph, trace_resources(graph, roots))
+            refine_shapes(graph)  # from the variables' shapes to the fused functions' arguments
             fused.update(fusions.fuse_composites(graph, fusions.library_of(func), roots))  # before inlining
             entries.append((key, graph, roots))
 
@@ -221,6 +229,7 @@ class TFLiteConverter:
         model.signature_defs = signatures
         optimize.add_variable_initializer(lowering)
         optimize.optimize_model(model)
+        layer_lines = layer_lines + group_in_model(model)
         quantization = quantize(model, QuantizationSettings.from_converter(self))
 
         report = ConversionReport(
@@ -274,6 +283,14 @@ def _import(key: str, func: Any, variables: dict[int, Variable]) -> tuple[Graph,
             consts[placeholder] = c
     graph.substitute(consts)
     return graph, roots
+
+
+def _is_keras_export(loaded: Any, keys: list[str]) -> bool:
+    """Whether a loaded SavedModel is a Keras 3 ``model.export`` artifact with its default
+    endpoint under two keys: it has a ``serve`` endpoint and a ``serving_default`` signature,
+    and not the ``_default_save_signature`` that ``model.save``/``tf.saved_model.save`` add."""
+    return (len(keys) > 1 and tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY in keys and hasattr(loaded, "serve")
+            and not hasattr(loaded, "_default_save_signature"))
 
 
 def _is_tf1_saved_model(path: str) -> bool:

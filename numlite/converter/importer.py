@@ -265,7 +265,10 @@ def infer_shapes(graph: Graph) -> None:
 
 def _infer(g: Graph, replace: bool) -> None:
     writer = _GraphDefWriter(values_needed=False)
-    members = [n for n in g.nodes if n.source is not None and not any(True for _ in n.functions())]
+    # A variable read is written as a placeholder of the read's shape: TF cannot see the
+    # variable's shape through a handle placeholder, numlite may know it (shape_variable_reads).
+    members = [n for n in g.nodes if n.source is not None and not any(True for _ in n.functions())
+               and n.op != "ReadVariableOp"]
     for node in members:
         writer.add(node)
     tf_graph = tf.Graph()
@@ -290,13 +293,28 @@ def _merge(known: Shape, inferred: tf.TensorShape) -> Shape:
     return tuple(k if k is not None else i for k, i in zip(known, inferred.as_list()))
 
 
-def evaluate_nodes(graph: Graph, nodes: list[Node], wanted: list[Value]) -> list[np.ndarray]:
+def evaluate_nodes(graph: Graph, nodes: list[Node], wanted: list[Value],
+                   given: dict[Value, Value] | None = None) -> list[np.ndarray]:
     """Run ``nodes`` (whose inputs are constants or each other) in TensorFlow and return the
-    values of ``wanted``: constant folding with TF's own kernels, in one session run."""
+    values of ``wanted``: constant folding with TF's own kernels, in one session run.
+
+    ``given`` reads values as others (a constant, or a result of an earlier node of ``nodes``):
+    a function's body run on chosen arguments. Const nodes among ``nodes`` are written as their
+    values wherever they are read."""
     writer = _GraphDefWriter(values_needed=True)
+    for value, replacement in (given or {}).items():
+        if replacement.const is not None:
+            writer.names[value] = writer.ref(replacement)
     for node in nodes:
+        if node.op == "Const":
+            continue
+        for v in node.inputs:
+            if given and v in given and v not in writer.names:
+                writer.names[v] = writer.ref(given[v])
         writer.add(node)
+    fetches = [writer.ref(given[v]) if given and v in given and v not in writer.names else writer.ref(v)
+               for v in wanted]
     with tf.Graph().as_default() as g:
         writer.import_into(g)
         with tf.compat.v1.Session(graph=g) as session:
-            return session.run([writer.names[v] for v in wanted])
+            return session.run(fetches)

@@ -1,28 +1,31 @@
-"""Keras 3 LSTM layers recognised in a SavedModel by the shape of their ``while`` loop.
+"""Keras 3 LSTM layers recognised in a SavedModel by what their ``while`` loop computes.
 
 A SavedModel exported by Keras 3 (``model.export``, ``tf.saved_model.save``) carries no mark of
 its recurrent layers: each LSTM is a generic ``while`` loop over a time-major tensor list. When
 the model is converted through :meth:`TFLiteConverter.from_keras_model` numlite sees the layers
 (:mod:`numlite.converter.keras_rnn`); from a SavedModel it has only the graph, so this pass
-reads the loop itself. A loop is an LSTM layer when it is exactly what Keras's TensorFlow
-backend builds for one:
+reads the loop itself. A loop is an LSTM layer when:
 
-- six loop variables: a step counter and a time index (both from 0, both +1 per iteration), the
-  output list, h, c, and the input list (a ``TensorListFromTensor`` of the time-major sequence,
-  passed through unchanged);
-- a body reading step ``time`` of the input list and computing Keras's LSTM cell with the
-  default activations: ``z = x W + h U (+ b)``, ``i, f, g, o = split(z, 4)``,
-  ``c' = sigmoid(f) c + sigmoid(i) tanh(g)``, ``h' = sigmoid(o) tanh(c')`` -- nothing else --
-  and writing ``h'`` at index ``time`` of the output list (all steps, ``return_sequences``) or
-  at index 0 of a one-element list (the last step only);
-- a condition that runs every step: ``time < T`` (and ``counter < M`` with ``M >= T``), with T
-  the sequence's static length.
+- its loop variables are a step counter and a time index (both from 0, both +1 per iteration),
+  the output list, h, c, and the input list (a ``TensorListFromTensor`` of the time-major
+  sequence, passed through unchanged), plus the bounds of a dynamic length;
+- its body computes Keras's LSTM cell with the default activations on step ``time`` of the
+  input list, ``z = x W + h U (+ b)``, ``i, f, g, o = split(z, 4)``,
+  ``c' = sigmoid(f) c + sigmoid(i) tanh(g)``, ``h' = sigmoid(o) tanh(c')``, and writes ``h'`` at
+  index ``time`` of the output list (all steps, ``return_sequences``) or at index 0 of a
+  one-element list (the last step only). This is checked by value, not by spelling: among the
+  body's constant matrices of the right shapes, the weights are those with which the formula
+  gives what TensorFlow computes when it runs the body on probe inputs, so whatever rewrite
+  TF's optimiser made (a fixed batch turns an add into a BiasAdd of a squeezed product) still
+  matches, and another activation, a mask or another cell does not;
+- its condition runs every step: ``time < T`` (and ``counter < M`` with ``M >= T``), with T
+  the sequence's static length or its length computed at run time.
 
 Such a loop, its input list and its output list's reads are replaced by one
 UNIDIRECTIONAL_SEQUENCE_LSTM (:func:`numlite.fusion.keras.lstm_loop`), batch-major when Keras's
-transposes around the loop can be dropped, else time-major. Anything else (a masked layer's
-``where``, another activation, a GRU, a loop over a dynamic length) keeps its loop, and the
-report says why for every loop that reads and writes tensor lists as Keras's do.
+transposes around the loop can be dropped, else time-major. Anything else (a masked layer, a
+GRU) keeps its loop, and the report says why for every loop that
+reads and writes tensor lists as Keras's do.
 """
 
 from __future__ import annotations
@@ -33,8 +36,12 @@ from typing import Any, Callable
 import numpy as np
 
 from numlite import fusion as api
+import tensorflow as tf
+
 from numlite.converter.fusions import Implements, emit_fusion
 from numlite.converter.graph import Graph, Node, Value
+from numlite.converter.importer import evaluate_nodes, make_node
+from numlite.converter.passes import SIDE_EFFECT_OPS
 from numlite.errors import ConversionError
 from numlite.fusion.keras import lstm_loop
 
@@ -115,12 +122,12 @@ def _match(g: Graph, node: Node) -> _Lstm:
     _need(6 <= n <= 8 and len(body.inputs) == n and len(body.outputs) == n,
           f"it has {n} loop variables, a Keras LSTM loop 6 (8 for a dynamic length)")
     slots = _body_slots(body)
-    cell = _match_cell(body, slots)
     sequence = node.inputs[slots["input"]].node.inputs[0] if node.inputs[slots["input"]].node.op == \
         "TensorListFromTensor" else None
     _need(sequence is not None, "its input list is not made from a tensor")
     _need(sequence.shape is not None and len(sequence.shape) == 3,
           f"its sequence {sequence.name} is not [time, batch, features] (shape {sequence.shape})")
+    cell = _match_cell(body, slots, sequence.shape[2], sequence.shape[1])
 
     def length(value: Value, what: str) -> int | str:
         """A constant, or LENGTH for a value computed as the sequence's length."""
@@ -185,69 +192,121 @@ def _plus_one(value: Value, start: Value) -> bool:
     return other is not None and other.const is not None and other.const.size == 1 and int(other.const) == 1
 
 
-def _match_cell(body: Graph, slots: dict[str, Any]) -> dict[str, Any]:
-    """Keras's LSTM cell in the body (and nothing else); returns its weights and whether every
-    step is written."""
+def _match_cell(body: Graph, slots: dict[str, Any], n_input: int | None, batch: int | None) -> dict[str, Any]:
+    """Keras's LSTM cell in the body, recognised by what it computes: among the body's constant
+    matrices (kernel ``[n_input, 4u]``, recurrent kernel ``[u, 4u]``, bias ``[4u]`` or none),
+    the ones with which the LSTM formula gives the body's own h and c, and the value it writes,
+    on probe inputs TensorFlow runs the body on. Any spelling TF's optimiser chose (a BiasAdd
+    for an add, a squeeze and a broadcast) passes; another activation, a mask or another cell
+    does not. Returns the weights and whether every step is written."""
     h_prev, c_prev = body.inputs[slots["h"]], body.inputs[slots["c"]]
-    h_new, c_new = body.outputs[slots["h"]], body.outputs[slots["c"]]
-    used: set[Node] = set()
-
-    def op(value: Value, *ops: str) -> Node:
-        _need(value.node.op in ops, f"its cell computes {value.name} with {value.node.op}, Keras's LSTM with "
-              f"{' or '.join(ops)} (another activation, a mask or another cell)")
-        used.add(value.node)
-        return value.node
-
-    def pair(node: Node, first: Callable[[Value], bool]) -> tuple[Value, Value]:
-        _need(len(node.inputs) == 2 and (first(node.inputs[0]) or first(node.inputs[1])),
-              f"its cell's {node.name} ({node.op} of {' and '.join(v.node.op for v in node.inputs)}) is not "
-              "Keras's LSTM (another activation, a mask or another cell)")
-        a, b = node.inputs
-        return (a, b) if first(a) else (b, a)
-
-    # h' = sigmoid(o) * tanh(c');  c' = sigmoid(f) * c + sigmoid(i) * tanh(g)
-    o, tanh_c = pair(op(h_new, "Mul"), lambda v: v.node.op == "Sigmoid")
-    _need(op(tanh_c, "Tanh").inputs[0] is c_new, "its h is not sigmoid(o) * tanh(c)")
-    forget_term, input_term = pair(op(c_new, *_ADD_OPS), lambda v: v.node.op == "Mul" and c_prev in v.node.inputs)
-    f, _ = pair(op(forget_term, "Mul"), lambda v: v is not c_prev)
-    i, g = pair(op(input_term, "Mul"), lambda v: v.node.op == "Sigmoid")
-    gates = [op(i, "Sigmoid").inputs[0], op(f, "Sigmoid").inputs[0], op(g, "Tanh").inputs[0], op(o, "Sigmoid").inputs[0]]
-    split = gates[0].node
-    _need(split.op == "Split" and [v.index for v in gates] == [0, 1, 2, 3] and all(v.node is split for v in gates)
-          and len(split.outputs) == 4, "its gates are not the 4 parts of one split, in Keras's i, f, c, o order")
-    used.add(split)
-    axis = split.inputs[0].const
-    _need(axis is not None and int(axis) in (1, -1), "its gates are not split along the units")
-    z = split.inputs[1]
-    bias = None
-    if z.node.op == "BiasAdd" or (z.node.op in _ADD_OPS and any(_vector(v) for v in z.node.inputs)):
-        node = op(z, "BiasAdd", *_ADD_OPS)
-        bias, z = (node.inputs[1], node.inputs[0]) if _vector(node.inputs[1]) else (node.inputs[0], node.inputs[1])
-    x_part, h_part = pair(op(z, *_ADD_OPS), lambda v: v.node.op == "MatMul" and v.node.inputs[0] is not h_prev)
-    get = body.nodes[[n.op for n in body.nodes].index("TensorListGetItem")]
-    kernel = _matmul(op(x_part, "MatMul"), get.outputs[0], "the input")
-    recurrent = _matmul(op(h_part, "MatMul"), h_prev, "h")
+    units = h_prev.shape[-1] if h_prev.shape else None
+    _need(units is not None and n_input is not None, "its state or input width is not static")
+    _need(c_prev.shape is not None and c_prev.shape[-1] == units, "its two states are not of one width (h and c)")
+    effects = sorted({n.op for n in body.nodes if n.op in SIDE_EFFECT_OPS or n.op in _RANDOM_OPS
+                      or any(True for _ in n.functions())})
+    _need(not effects, f"its body computes with {', '.join(effects)}, which a fused op cannot")
     setitem = next(n for n in body.nodes if n.op == "TensorListSetItem")
     index = setitem.inputs[1]
     all_steps = index is body.inputs[slots["time"]]
     _need(all_steps or (index.const is not None and int(index.const) == 0),
           "it writes its output at an index other than the step or 0")
-    used.update({get, setitem, body.outputs[slots["time"]].node, body.outputs[slots["counter"]].node})
-    others = [n for n in body.nodes if n not in used and n.op != "Const"]
-    _need(not others, f"its body computes more than Keras's LSTM cell: {', '.join(sorted({n.op for n in others}))}")
-    return {"kernel": kernel, "recurrent_kernel": recurrent, "bias": bias, "all_steps": all_steps}
+    candidates = _candidate_weights(body, n_input, units)
+    _need(candidates, f"its body has no constant kernel [{n_input}, {4 * units}] and recurrent kernel "
+          f"[{units}, {4 * units}], the weights of a Keras LSTM of {units} units")
+    probes = [_probe(body, slots, setitem, n_input, units, batch, seed) for seed in (0, 1)]
+    worst = np.inf
+    for kernel, recurrent, bias in candidates:
+        differences = [_lstm_difference(probe, kernel, recurrent, bias) for probe in probes]
+        if max(differences) <= _PROBE_TOLERANCE:
+            return {"kernel": kernel, "recurrent_kernel": recurrent, "bias": bias, "all_steps": all_steps}
+        worst = min(worst, max(differences))
+    raise _NoMatch(f"its body does not compute Keras's LSTM cell (tanh, sigmoid gates) with its weights: on probe "
+                   f"inputs its h and c differ from the formula's by {worst:.3g} (another activation, a mask "
+                   "or another cell)")
 
 
-def _vector(v: Value) -> bool:
-    return v.const is not None and v.const.ndim == 1
+# Probe inputs make values of order one; float32 TF against the float64 formula agree to 1e-6.
+_PROBE_TOLERANCE = 1e-4
+_PROBE_BATCH = 3  # rows probed when the batch is dynamic
+_MAX_CANDIDATES = 64
+_RANDOM_OPS = frozenset({"RandomUniform", "RandomStandardNormal", "RandomUniformInt", "TruncatedNormal",
+                         "StatelessRandomUniformV2", "StatelessRandomNormalV2", "StatelessRandomUniform",
+                         "StatelessRandomNormal", "Multinomial"})
 
 
-def _matmul(node: Node, lhs: Value, what: str) -> Value:
-    _need(node.inputs[0] is lhs, f"its cell multiplies {node.inputs[0].name}, not {what}, by a weight")
-    _need(not node.attrs.get("transpose_a") and not node.attrs.get("transpose_b"), "its cell transposes a weight")
-    weight = node.inputs[1]
-    _need(weight.const is not None and weight.const.ndim == 2, f"the weight multiplying {what} is not a constant matrix")
-    return weight
+def _candidate_weights(body: Graph, n_input: int, units: int) -> list[tuple[Value, Value, Value | None]]:
+    """(kernel, recurrent kernel, bias or None) from the body's float constants of the right
+    shapes, every pairing (a kernel and a recurrent kernel of one shape may be either)."""
+    consts = [n.outputs[0] for n in body.nodes if n.op == "Const" and n.outputs[0].dtype == "float32"]
+    kernels = [v for v in consts if v.const.shape == (n_input, 4 * units)]
+    recurrents = [v for v in consts if v.const.shape == (units, 4 * units)]
+    biases: list[Value | None] = [v for v in consts if v.const.shape == (4 * units,)]
+    found = [(k, r, b) for k in kernels for r in recurrents if r is not k for b in biases + [None]]
+    return found[:_MAX_CANDIDATES]
+
+
+@dataclass
+class _Probe:
+    """The body run by TensorFlow on random states and inputs: what it was given and computed."""
+
+    x: np.ndarray  # the step's input, [batch, n_input]
+    h: np.ndarray
+    c: np.ndarray
+    h_next: np.ndarray
+    c_next: np.ndarray
+    written: np.ndarray  # the value written to the output list
+
+
+def _probe(body: Graph, slots: dict[str, Any], setitem: Node, n_input: int, units: int, batch: int | None,
+           seed: int) -> _Probe:
+    """Run the body once: step 1 (or 0) of a random sequence, random h and c."""
+    rng = np.random.default_rng(seed)
+    rows = batch or _PROBE_BATCH
+    steps = 2
+    sequence = rng.uniform(-2, 2, (steps, rows, n_input)).astype(np.float32)
+    h = rng.uniform(-1, 1, (rows, units)).astype(np.float32)
+    c = rng.uniform(-2, 2, (rows, units)).astype(np.float32)
+    scratch = Graph("probe")
+    element = scratch.make_const(np.array([rows, n_input], np.int32), "probe/element_shape")
+    inputs = make_node("TensorListFromTensor", "probe/inputs", [scratch.make_const(sequence, "probe/sequence"), element],
+                       {"element_dtype": "dtype:float32", "shape_type": "dtype:int32"}, [("variant", ())])
+    outputs = make_node("TensorListReserve", "probe/outputs",
+                        [scratch.make_const(np.array([rows, units], np.int32), "probe/out_shape"),
+                         scratch.make_const(np.array(steps, np.int32), "probe/steps")],
+                        {"element_dtype": "dtype:float32", "shape_type": "dtype:int32"}, [("variant", ())])
+    step = scratch.make_const(np.array(1, np.int32), "probe/step")
+    given = {body.inputs[slots["input"]]: inputs.outputs[0], body.inputs[slots["out"]]: outputs.outputs[0],
+             body.inputs[slots["time"]]: step, body.inputs[slots["counter"]]: step,
+             body.inputs[slots["h"]]: scratch.make_const(h, "probe/h"),
+             body.inputs[slots["c"]]: scratch.make_const(c, "probe/c")}
+    wanted = [body.outputs[slots["h"]], body.outputs[slots["c"]], setitem.inputs[2]]
+    missing = [n.op for n in body.nodes if n.source is None and n.op != "Const"]
+    _need(not missing, f"its body holds ops TensorFlow cannot run as they are ({', '.join(sorted(set(missing)))})")
+    try:
+        h_next, c_next, written = evaluate_nodes(scratch, [inputs, outputs, *body.nodes], wanted, given)
+    except (ValueError, TypeError, KeyError, tf.errors.OpError) as e:
+        raise _NoMatch(f"TensorFlow cannot run its body on probe inputs ({type(e).__name__}: "
+                       f"{str(e).splitlines()[0][:200]})") from None
+    return _Probe(sequence[1], h, c, h_next, c_next, written)
+
+
+def _lstm_difference(probe: _Probe, kernel: Value, recurrent: Value, bias: Value | None) -> float:
+    """How far the body's results are from Keras's LSTM cell with these weights (float64)."""
+    def sigmoid(v: np.ndarray) -> np.ndarray:
+        return 1.0 / (1.0 + np.exp(-v))
+
+    z = probe.x.astype(np.float64) @ kernel.const + probe.h.astype(np.float64) @ recurrent.const
+    if bias is not None:
+        z = z + bias.const
+    i, f, g, o = np.split(z, 4, axis=-1)
+    c = sigmoid(f) * probe.c + sigmoid(i) * np.tanh(g)
+    h = sigmoid(o) * np.tanh(c)
+    if any(np.shape(a) != h.shape for a in (probe.h_next, probe.c_next, probe.written)):
+        return np.inf
+    scale = 1.0 + np.abs(c)  # relative where c grows, absolute near zero
+    return float(max(np.max(np.abs(probe.h_next - h) / scale), np.max(np.abs(probe.c_next - c) / scale),
+                     np.max(np.abs(probe.written - h) / scale)))
 
 
 def _is_length_of(value: Value, sequence: Value) -> bool:

@@ -23,7 +23,7 @@ import numpy as np
 from numlite.converter.builder import TFLITE_TYPES, ModelBuilder, SubgraphBuilder, TensorRef, options_for
 from numlite.converter.graph import Graph, Node, Value
 from numlite.errors import ConversionError, NumliteError
-from numlite.kernels import KERNELS, Node as KernelNode, TensorInfo
+from numlite.kernels import evaluate
 
 # Folding at conversion time never makes a constant larger than this (or than its inputs).
 MAX_FOLDED_BYTES = 1 << 20
@@ -264,20 +264,15 @@ class SubgraphLowering:
 
     def _fold(self, op_name: str, inputs: Sequence[TensorRef | None], outputs: Sequence[OutSpec],
               opts: Any) -> list[TensorRef] | None:
-        kernel_cls = KERNELS.get(op_name)
         present = [t for t in inputs if t is not None]
-        if kernel_cls is None or not kernel_cls.foldable or not present or any(t.value is None for t in present):
+        if not present or any(t.value is None for t in present):
             return None
-        kernel = kernel_cls(KernelNode(op_name, -1, self.builder.index, opts, None, [-1] * len(inputs), [-1] * len(outputs), None))
-        infos = [None if t is None else TensorInfo(tuple(t.value.shape), t.value.dtype, t.value, None, t.name)
-                 for t in inputs]
+        limit = max(MAX_FOLDED_BYTES, sum(t.value.nbytes for t in present))
         try:
-            specs = kernel.prepare(infos)
-            limit = max(MAX_FOLDED_BYTES, sum(t.value.nbytes for t in present))
-            if any(s.shape is not None and int(np.prod(s.shape)) * np.dtype(s.dtype).itemsize > limit for s in specs):
-                return None
-            outs = [None if s.shape is None else np.empty(s.shape, s.dtype) for s in specs]
-            kernel.eval([None if t is None else t.value for t in inputs], outs)
+            outs = evaluate(op_name, opts, [None if t is None else t.value for t in inputs], len(outputs),
+                            [None if t is None else t.name for t in inputs], max_output_bytes=limit)
         except NumliteError:
             return None  # leave it to run time, where the error names the node
+        if outs is None:
+            return None
         return [self.const(np.asarray(v), s.name, s.type) for v, s in zip(outs, outputs)]

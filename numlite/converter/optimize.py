@@ -11,7 +11,8 @@
   weights and bias (moved above reshapes that keep the channels first);
   RELU/RELU6/RELU_N1_TO_1 fused into the op before.
 - :func:`remove_dead_code`: operators whose results nobody reads, then unused tensors,
-  subgraphs and buffers; identical buffers stored once.
+  subgraphs and buffers; identical buffers stored once, identical subgraphs too
+  (:func:`share_identical_subgraphs`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import numpy as np
 from numlite.converter.builder import options_for
 from numlite.kernels import KERNELS
 from numlite.model import schema
-from numlite.model.ir import Buffer, Model, Operator, OperatorCode, Subgraph, Tensor
+from numlite.model.ir import Buffer, Model, Operator, OperatorCode, Quantization, Subgraph, Tensor
 
 if TYPE_CHECKING:
     from numlite.converter.lowering import ProgramLowering
@@ -490,6 +491,63 @@ def remove_dead_code(model: Model) -> None:
                 s.inputs = {k: new_index[v] for k, v in s.inputs.items()}
                 s.outputs = {k: new_index[v] for k, v in s.outputs.items()}
     _drop_unused_buffers(model)
+    if share_identical_subgraphs(model):
+        _drop_unused_buffers(model)
+
+
+def share_identical_subgraphs(model: Model) -> bool:
+    """Store a computation once: a subgraph identical to an earlier one but for its tensors'
+    names (two signatures calling one function, as a Keras 3 export's ``serve`` and
+    ``serving_default`` do; two loops with one body) is dropped, and its callers and signatures
+    use the earlier one. A subgraph whose variable tensors carry state from one invoke to the
+    next (read before anything writes them) keeps its own. Returns whether any was dropped."""
+    dropped = False
+    while True:
+        first: dict[tuple, int] = {}
+        same: dict[int, int] = {}
+        for i, sg in enumerate(model.subgraphs):
+            if _shareable(sg):
+                kept = first.setdefault(_subgraph_key(sg), i)
+                if kept != i:
+                    same[i] = kept
+        if not same:
+            return dropped
+        for sg in model.subgraphs:
+            for op in sg.operators:
+                for f in _CALL_OPTIONS.get(model.op_name(op), ()):
+                    setattr(op.builtin_options, f, same.get(getattr(op.builtin_options, f), getattr(op.builtin_options, f)))
+        for s in model.signature_defs:
+            s.subgraph_index = same.get(s.subgraph_index, s.subgraph_index)
+        _remove_unused_subgraphs(model)
+        dropped = True
+
+
+def _shareable(sg: Subgraph) -> bool:
+    """Whether every variable tensor of ``sg`` is written before it is read in each invoke."""
+    written: set[int] = set()
+    for op in sg.operators:
+        if any(t >= 0 and sg.tensors[t].is_variable and t not in written for t in op.inputs):
+            return False
+        written.update(op.outputs)
+    return not any(t.sparsity is not None for t in sg.tensors)
+
+
+def _subgraph_key(sg: Subgraph) -> tuple:
+    """Everything a subgraph computes, without its tensors' names."""
+    tensors = tuple((t.type, tuple(t.shape), None if t.shape_signature is None else tuple(t.shape_signature), t.buffer,
+                     _quantization_key(t.quantization), t.is_variable, t.has_rank) for t in sg.tensors)
+    operators = tuple((op.opcode_index, tuple(op.inputs), tuple(op.outputs), repr(op.builtin_options),
+                       repr(op.builtin_options2), op.custom_options, op.custom_options_format, tuple(op.intermediates),
+                       tuple(op.mutating_variable_inputs)) for op in sg.operators)
+    return tensors, operators, tuple(sg.inputs), tuple(sg.outputs)
+
+
+def _quantization_key(q: Quantization | None) -> tuple | None:
+    if q is None:
+        return None
+    arrays = (q.scale, q.zero_point, q.min, q.max)
+    return tuple(None if a is None else (np.asarray(a).dtype.str, np.asarray(a).tobytes()) for a in arrays) + (
+        q.quantized_dimension,)
 
 
 def _callees(model: Model, op: Operator) -> list[int]:

@@ -38,6 +38,20 @@ def trace_resources(graph: Graph, roots: dict[Value, Variable]) -> dict[Value, V
     return resources
 
 
+def shape_variable_reads(graph: Graph, resources: dict[Value, Variable]) -> None:
+    """Give every read of a known variable the variable's shape (and so, after shape
+    inference, what is computed from it). A SavedModel's functions are stored without the
+    shapes of their variables, so a read comes back with an unknown shape; a fusion that
+    checks its weights' shapes (tf_keras's LSTM) needs them before calls are inlined."""
+    for g in graph.walk():
+        for node in g.nodes:
+            variable = resources.get(node.inputs[0]) if node.op == "ReadVariableOp" and node.inputs else None
+            if variable is not None:
+                known, actual = node.outputs[0].shape, tuple(np.shape(variable.value))
+                if known is None or (len(known) == len(actual) and all(k in (None, a) for k, a in zip(known, actual))):
+                    node.outputs[0].shape = actual
+
+
 def assigned_variables(graph: Graph, resources: dict[Value, Variable]) -> set[int]:
     """ids of the variables some node of the program writes."""
     return {id(resources[n.inputs[0]]) for g in graph.walk() for n in g.nodes

@@ -151,10 +151,10 @@ def keras_lstm(b: Builder, sequences: Tensor, *args: Tensor, go_backwards: bool,
     x = _reversed_in_time(b, sequences, layer) if go_backwards else sequences
     state = tuple(states) if states else None  # None: lstm_op makes zeros its own way
     if not return_state:
-        y = lstm_op(b, x, gates, state=state, name=layer)
+        y = lstm_op(b, x, gates, state=state, name=layer, zeros_from=sequences)
         return [y if return_sequences else _step(b, y, -1, f"{layer}/last")]
     # The final c exists only in the op's cell-state variable, read after the op; h is the last step.
-    y, _, c = lstm_op_with_states(b, x, gates, state=state, name=layer)
+    y, _, c = lstm_op_with_states(b, x, gates, state=state, name=layer, zeros_from=sequences)
     last = _step(b, y, -1, f"{layer}/last")
     return [y if return_sequences else last, last, c]
 
@@ -265,10 +265,9 @@ def lstm_loop(b: Builder, sequences: Tensor, h0: Tensor, c0: Tensor, kernel: Ten
     in time, as ``go_backwards`` does. Zero initial states (Keras's default) are made by the op's
     own means, as for :data:`LSTM`."""
     gates = _gate_weights(b, kernel, recurrent_kernel, bias[0] if bias else None, layer)
-    if reverse:
-        sequences = _reversed_in_time(b, sequences, layer)
+    x = _reversed_in_time(b, sequences, layer) if reverse else sequences
     state = None if b.is_zeros(h0) and b.is_zeros(c0) else (h0, c0)
-    y, _, c = lstm_op_with_states(b, sequences, gates, time_major=time_major, state=state, name=layer)
+    y, _, c = lstm_op_with_states(b, x, gates, time_major=time_major, state=state, name=layer, zeros_from=sequences)
     last = _time_step(b, y, -1, time_major, f"{layer}/last")
     return [y, last, c]
 

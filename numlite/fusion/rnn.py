@@ -47,7 +47,7 @@ _TANH = 4  # ActivationFunctionType.TANH
 
 def lstm_op(b: Builder, x: Tensor, weights: Mapping[str, Operand], *, time_major: bool = False,
             state: tuple[Tensor, Tensor] | None = None, cell_clip: float = 0.0, proj_clip: float = 0.0,
-            name: str = "lstm") -> Tensor:
+            name: str = "lstm", zeros_from: Tensor | None = None) -> Tensor:
     """Emit one UNIDIRECTIONAL_SEQUENCE_LSTM; returns its output Tensor (the whole sequence,
     [batch, time, n_output], or [time, batch, n_output] when time_major).
 
@@ -60,21 +60,24 @@ def lstm_op(b: Builder, x: Tensor, weights: Mapping[str, Operand], *, time_major
     CIFG (coupled input and forget gates), as the op defines. ``state`` is None (zeros) or the
     initial ``(h0, c0)`` ([batch, n_output], [batch, n_cell]). The activation is tanh; clips are
     0 (none) unless given. Each invoke starts from ``state`` (the op's state tensors are
-    variables that LiteRT's kernel overwrites, so they are reset before every run)."""
+    variables that LiteRT's kernel overwrites, so they are reset before every run). Zero states
+    for a batch known at run time only are made from ``zeros_from`` (default ``x``), a tensor of
+    ``x``'s shape: the sequence before it was reversed, so that both directions of a
+    bidirectional pair make theirs from the same tensor, once."""
     return _emit_lstm(b, x, weights, time_major=time_major, state=state, cell_clip=cell_clip,
-                      proj_clip=proj_clip, name=name)[0]
+                      proj_clip=proj_clip, name=name, zeros_from=zeros_from)[0]
 
 
 def lstm_op_with_states(b: Builder, x: Tensor, weights: Mapping[str, Operand], *, time_major: bool = False,
                         state: tuple[Tensor, Tensor] | None = None, cell_clip: float = 0.0, proj_clip: float = 0.0,
-                        name: str = "lstm") -> tuple[Tensor, Tensor, Tensor]:
+                        name: str = "lstm", zeros_from: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
     """:func:`lstm_op`, also returning the final states ``(output, h, c)`` ([batch, n_output],
     [batch, n_cell]). LiteRT's kernel (and numlite's) leaves them in its variable state
     operands; each is read by a GATHER of all its columns placed after the op: an exact copy no
     pass removes as an identity and that LiteRT's XNNPACK delegate leaves to run in order. An
     unused one is dropped with dead code."""
     out, h_var, c_var = _emit_lstm(b, x, weights, time_major=time_major, state=state, cell_clip=cell_clip,
-                                   proj_clip=proj_clip, name=name)
+                                   proj_clip=proj_clip, name=name, zeros_from=zeros_from)
     return out, _read_state(b, h_var, f"{name}/final_output_state"), _read_state(b, c_var, f"{name}/final_cell_state")
 
 
@@ -85,7 +88,8 @@ def _read_state(b: Builder, var: Tensor, name: str) -> Tensor:
 
 
 def _emit_lstm(b: Builder, x: Tensor, weights: Mapping[str, Operand], *, time_major: bool, state: Any,
-               cell_clip: float, proj_clip: float, name: str) -> tuple[Tensor, Tensor, Tensor]:
+               cell_clip: float, proj_clip: float, name: str, zeros_from: Tensor | None = None
+               ) -> tuple[Tensor, Tensor, Tensor]:
     """:func:`lstm_op`, also returning its two state variables (output, cell)."""
     unknown = sorted(set(weights) - _WEIGHTS)
     b.require(not unknown, f"{name}: unknown LSTM weight(s) {unknown}; the op's are {sorted(_WEIGHTS)}")
@@ -103,7 +107,8 @@ def _emit_lstm(b: Builder, x: Tensor, weights: Mapping[str, Operand], *, time_ma
         time, batch = x.shape[0], x.shape[1]
     else:
         batch, time = x.shape[0], x.shape[1]
-    h0, c0 = _states(b, state, x, time_major, n_output, n_cell, name)
+    b.require(zeros_from is None or zeros_from.shape == x.shape, f"{name}: zeros_from must have the input's shape")
+    h0, c0 = _states(b, state, zeros_from or x, time_major, n_output, n_cell, name)
     operands = [x] + [w.get(k) for k in LSTM_OPERANDS[1:18]] + [h0, c0] + [w.get(k) for k in LSTM_OPERANDS[20:]]
     out_shape = (time, batch, n_output) if time_major else (batch, time, n_output)
     out = b.op("UNIDIRECTIONAL_SEQUENCE_LSTM", operands, outputs=[b.spec(out_shape, "float32", name)],
@@ -145,6 +150,7 @@ def keras_lstm(b: Builder, *args: Tensor, time_major: bool = False, go_backwards
     b.require(_static(bias) == (units4,), f"the bias must be [{units4}], it is {_shape(bias)}")
     b.require(x.rank == 3, f"the inputs must have rank 3, they have shape {_shape(x)}")
     time_axis = 0 if time_major else 1
+    forward = x
     if go_backwards:  # Keras runs the reversed sequence and returns the outputs in that order
         x = b.op("REVERSE_V2", [x, np.array([time_axis], np.int32)], outputs=[b.spec(x.shape, x.dtype)])
     weights = {}
@@ -154,7 +160,7 @@ def keras_lstm(b: Builder, *args: Tensor, time_major: bool = False, go_backwards
     for gate, part in zip(GATES, split_gates(b, bias, 4)):
         weights[f"{gate}_gate_bias"] = part
     out, _, c = lstm_op_with_states(b, x, weights, time_major=time_major, state=_initial_state(b, init_h, init_c),
-                                    name="lstm")
+                                    name="lstm", zeros_from=forward)
     last = last_step(b, out, time_major)
     seq_len = None if b.results[1].shape is None else b.results[1].shape[time_axis]
     if seq_len == 1 and x.shape[time_axis] != 1:  # return_sequences=False: the last step, [batch, 1, units]
