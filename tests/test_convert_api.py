@@ -282,3 +282,85 @@ def test_keras_export_saved_model_converts_as_compactly_as_the_official_converte
     expected = model(images, training=False).numpy()
     for run in (run_numlite, run_litert):
         assert_close(run(ours, [images])[0], expected)
+
+
+@pytest.fixture(scope="module")
+def exported_cnn(tmp_path_factory):
+    """A Keras 3 ``model.export`` folder: its endpoint is written twice, ``serve`` and
+    ``serving_default``."""
+    tf.keras.utils.set_random_seed(1)
+    layers = tf.keras.layers
+    model = tf.keras.Sequential([tf.keras.Input((12, 12, 3)), layers.Conv2D(6, 3, activation="relu"),
+                                 layers.MaxPooling2D(), layers.Flatten(), layers.Dense(5)])
+    path = str(tmp_path_factory.mktemp("exported") / "cnn")
+    model.export(path, verbose=False)
+    return path, model
+
+
+def test_a_keras_export_converts_its_default_endpoint_once(exported_cnn):
+    """As the official converter does: without signature keys, a model.export folder converts
+    serving_default alone, and the file has no more operators than the official one."""
+    path, model = exported_cnn
+    assert sorted(tf.saved_model.load(path).signatures) == ["serve", "serving_default"]
+    converter = numlite.TFLiteConverter.from_saved_model(path)
+    ours = converter.convert()
+    official = tf.lite.TFLiteConverter.from_saved_model(path).convert()
+    assert converter.report.signatures == ["serving_default"]
+    assert len(all_op_names(ours)) <= len(all_op_names(official)), (all_op_names(ours), all_op_names(official))
+    x = seeded_values((2, 12, 12, 3), tf.float32, 3)
+    for run in (run_numlite, run_litert):
+        assert_close(run(ours, [x])[0], model(x).numpy())
+
+
+def test_signatures_computing_the_same_share_one_subgraph(exported_cnn):
+    """Named explicitly, both endpoints of the export convert, as two signature defs of one
+    subgraph: the computation is stored once, and each signature runs in LiteRT and numlite."""
+    path, model = exported_cnn
+    ours = numlite.TFLiteConverter.from_saved_model(path, signature_keys=["serve", "serving_default"]).convert()
+    single = numlite.TFLiteConverter.from_saved_model(path, signature_keys=["serving_default"]).convert()
+    parsed = numlite.model.read_model(ours)
+    assert len(parsed.subgraphs) == 1 and [s.subgraph_index for s in parsed.signature_defs] == [0, 0]
+    assert all_op_names(ours) == all_op_names(single)
+    x = seeded_values((3, 12, 12, 3), tf.float32, 4)
+    for runtime, interpreter in runtimes(ours):
+        for key in ("serve", "serving_default"):
+            runner = interpreter.get_signature_runner(key)
+            (name,) = runner.get_input_details()
+            (out,) = runner(**{name: x}).values()
+            assert_close(out, model(x).numpy(), what=f"{runtime} {key}: ")
+
+
+def test_a_module_saved_with_one_function_under_two_keys_stores_it_once(tmp_path):
+    module = tf.Module()
+    module.w = tf.Variable(seeded_values((3, 4), tf.float32, 5))
+    module.f = tf.function(lambda x: {"y": tf.nn.relu(tf.matmul(x, module.w))}, input_signature=[f32(None, 3)])
+    tf.saved_model.save(module, str(tmp_path), signatures={"a": module.f, "b": module.f})
+    ours = numlite.TFLiteConverter.from_saved_model(str(tmp_path)).convert()
+    parsed = numlite.model.read_model(ours)
+    assert len(parsed.subgraphs) == 1 and sorted(s.key for s in parsed.signature_defs) == ["a", "b"]
+    x = seeded_values((2, 3), tf.float32, 6)
+    for runtime, interpreter in runtimes(ours):
+        for key in ("a", "b"):
+            assert_close(interpreter.get_signature_runner(key)(x=x)["y"], module.f(x)["y"].numpy(),
+                         what=f"{runtime} {key}: ")
+
+
+def test_a_subgraph_whose_variable_tensor_carries_state_is_not_shared():
+    """Two identical subgraphs whose variable tensor is read before anything writes it (state
+    from the previous invoke) each keep their own; without the variable they are one."""
+    from numlite.converter.optimize import share_identical_subgraphs
+    from numlite.model.ir import Model, Operator, OperatorCode, SignatureDef, Subgraph, Tensor
+
+    def model(variable: bool) -> Model:
+        def accumulate() -> Subgraph:  # out = x + state
+            tensors = [Tensor("x", (2,)), Tensor("state", (2,), is_variable=variable), Tensor("out", (2,))]
+            return Subgraph(tensors, [0], [2], [Operator(0, [0, 1], [2])])
+
+        m = Model(operator_codes=[OperatorCode("ADD")], subgraphs=[accumulate(), accumulate()])
+        m.signature_defs = [SignatureDef("a", 0, {"x": 0}, {"out": 2}), SignatureDef("b", 1, {"x": 0}, {"out": 2})]
+        return m
+
+    stateful, stateless = model(True), model(False)
+    assert not share_identical_subgraphs(stateful) and len(stateful.subgraphs) == 2
+    assert share_identical_subgraphs(stateless) and len(stateless.subgraphs) == 1
+    assert [s.subgraph_index for s in stateless.signature_defs] == [0, 0]

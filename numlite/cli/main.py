@@ -226,9 +226,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     elif source.endswith((".keras", ".h5")):
         if args.signature:
             raise CliError("--signature applies to SavedModels only")
-        import keras
-
-        converter = TFLiteConverter.from_keras_model(keras.models.load_model(source, compile=False))
+        converter = TFLiteConverter.from_keras_model(_load_keras_file(source))
     else:
         raise CliError(f"{args.source}: expected a SavedModel folder, a .keras/.h5 file or a frozen .pb graph")
     data = converter.convert()
@@ -241,6 +239,39 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     print(f"wrote {output}")
     print(converter.report)
     return 0
+
+
+def _load_keras_file(path: str) -> Any:
+    """A ``.keras`` or ``.h5`` model, loaded by the Keras that saved it: tf_keras (Keras 2)
+    for a file whose metadata says version 2, else Keras 3."""
+    version = _saved_keras_version(path)
+    if version.startswith("2."):
+        try:
+            import tf_keras as keras
+        except ImportError:
+            raise CliError(f"{path} was saved by Keras {version} (tf_keras); install tf_keras to load it") from None
+    else:
+        import keras
+    try:
+        return keras.models.load_model(path, compile=False)
+    except Exception as e:  # noqa: BLE001 (Keras raises many kinds; the user needs the message)
+        raise CliError(f"Keras {getattr(keras, '__version__', '')} cannot load {path}: {type(e).__name__}: {e}") from None
+
+
+def _saved_keras_version(path: str) -> str:
+    """The Keras version recorded in a ``.keras`` archive's metadata or an HDF5 file's
+    attributes ("" when it says none)."""
+    try:
+        if zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as archive:
+                return str(json.loads(archive.read("metadata.json")).get("keras_version", ""))
+        import h5py
+
+        with h5py.File(path, "r") as f:
+            version = f.attrs.get("keras_version", "")
+            return version.decode() if isinstance(version, bytes) else str(version)
+    except (OSError, KeyError, ValueError, ImportError):
+        return ""
 
 
 def _names(text: str) -> list[str]:

@@ -188,13 +188,16 @@ class TFLiteConverter:
         variables: dict[int, Variable] = {}
         entries: list[tuple[str, Graph, dict[Value, Variable]]] = []
         fused: Counter = Counter()
+        declined: list[str] = []
         for key, func in self._functions:
             graph, roots = func.import_graph(key) if isinstance(func, _FrozenGraph) else _import(key, func, variables)
             if uses_v1_control_flow(graph):
                 raise_control_flow(graph)
             shape_variable_reads(graph, trace_resources(graph, roots))
             refine_shapes(graph)  # from the variables' shapes to the fused functions' arguments
-            fused.update(fusions.fuse_composites(graph, fusions.library_of(func), roots))  # before inlining
+            composites = fusions.fuse_composites(graph, fusions.library_of(func), roots)  # before inlining
+            fused.update(composites.applied)
+            declined += composites.declined
             entries.append((key, graph, roots))
 
         # Which variables are assigned is a property of the whole program, every signature.
@@ -214,6 +217,10 @@ class TFLiteConverter:
         # (from_keras_model routed its layers to fusions already and reports them itself.)
         loop_lines = list(dict.fromkeys(line for _, graph, _ in entries for line in _fuse_keras_loops(graph))) \
             if self.fuse_keras_loops else []
+        # A function a fusion declined is inlined: its loop's own line would say it twice.
+        declined = list(dict.fromkeys(declined))
+        said = {line.split(" ", 1)[0] for line in declined}
+        loop_lines = declined + [line for line in loop_lines if line.split(" ", 1)[0] not in said]
         layer_lines = _merge_layer_lines(self._layer_lines, loop_lines)
 
         _check_supported([g for _, g, _ in entries])

@@ -76,19 +76,46 @@ def group_bidirectional_lstms(model: Model, index: int) -> list[str]:
 
 
 def _find_pair(model: Model, sg: Subgraph) -> _Pair | None:
+    """A forward/backward pair, the likeliest one first: any such pair computes the same, but
+    a Keras Bidirectional layer's two LSTMs are the ones whose results meet in one merge, else
+    the closest in the operator order."""
     producer = {t: op for op in sg.operators for t in op.outputs}
     lstms = [op for op in sg.operators if model.op_name(op) == _LSTM and _groupable(model, sg, op)]
+    pairs = []
     for backward in lstms:
-        time_axis = _time_axis(backward)
         reverse = producer.get(backward.inputs[0])
-        if reverse is None or not _reverses_time(model, sg, reverse, time_axis):
+        if reverse is None or not _reverses_time(model, sg, reverse, _time_axis(backward)):
             continue
-        for forward in lstms:
-            pair = _Pair(forward, backward, reverse.inputs[0])
-            if forward is not backward and forward.inputs[0] == pair.source and _alike(sg, forward, backward) \
-                    and _movable(model, sg, pair) is not None:
-                return pair
-    return None
+        pairs += [_Pair(forward, backward, reverse.inputs[0]) for forward in lstms
+                  if forward is not backward and forward.inputs[0] == reverse.inputs[0] and _alike(sg, forward, backward)]
+    readers = _readers(sg)
+    order = {id(op): k for k, op in enumerate(sg.operators)}
+
+    def likelihood(pair: _Pair) -> tuple[bool, int]:
+        meet = _near(readers, pair.forward.outputs[0]) & _near(readers, pair.backward.outputs[0])
+        return not meet, abs(order[id(pair.forward)] - order[id(pair.backward)])
+
+    return next((pair for pair in sorted(pairs, key=likelihood) if _movable(model, sg, pair) is not None), None)
+
+
+def _readers(sg: Subgraph) -> dict[int, list[Operator]]:
+    readers: dict[int, list[Operator]] = {}
+    for op in sg.operators:
+        for t in op.inputs:
+            readers.setdefault(t, []).append(op)
+    return readers
+
+
+def _near(readers: dict[int, list[Operator]], tensor: int, hops: int = 3) -> set[int]:
+    """ids of the operators reading ``tensor`` within ``hops`` operators (a slice or a reverse,
+    then the merge)."""
+    found: set[int] = set()
+    frontier = [tensor]
+    for _ in range(hops):
+        ops = [op for t in frontier for op in readers.get(t, [])]
+        found.update(id(op) for op in ops)
+        frontier = [t for op in ops for t in op.outputs]
+    return found
 
 
 def _groupable(model: Model, sg: Subgraph, op: Operator) -> bool:

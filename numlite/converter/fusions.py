@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import inspect
 from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -68,13 +69,22 @@ def library_of(func: Any) -> dict[str, Any]:
     return {f.signature.name: f for f in graph.as_graph_def().library.function}
 
 
+@dataclass
+class Fused:
+    """What :func:`fuse_composites` did: calls replaced, by fusion name, and one line per call
+    a fusion declined (kept as the function it calls, inlined later) saying why."""
+
+    applied: Counter = field(default_factory=Counter)
+    declined: list[str] = field(default_factory=list)
+
+
 def fuse_composites(graph: Graph, functions: Mapping[str, Any] | None = None,
-                    variables: Mapping[Value, Variable] | None = None) -> Counter:
+                    variables: Mapping[Value, Variable] | None = None) -> Fused:
     """Replace every call of a function implementing a fusable operation, in ``graph`` and
     every graph it calls, by the ops its fusion emits. ``functions`` (name to FunctionDef)
     gives the exact attribute kinds; ``variables`` (the graph's captured resources) the shapes
-    of the variables passed to a fused function. Returns how many calls each name replaced."""
-    applied: Counter = Counter()
+    of the variables passed to a fused function."""
+    fused = Fused()
     resources = trace_resources(graph, dict(variables or {}))
     for g in graph.walk():  # a replaced call's callee is never visited: it is gone
         k = 0
@@ -86,11 +96,23 @@ def fuse_composites(graph: Graph, functions: Mapping[str, Any] | None = None,
                 k += 1
                 continue
             implements, fusion, key = found
-            new_nodes = _replace_call(g, node, ref.graph, implements, fusion, resources)
+            try:
+                new_nodes = _replace_call(g, node, ref.graph, implements, fusion, resources)
+            except api.FusionDeclined as e:
+                fused.declined.append(f"{_layer_of(node)} (function {ref.graph.name!r} implementing "
+                                      f"{implements.name!r}): not fused: {e}; kept as a WHILE loop")
+                k += 1
+                continue
             g.nodes[k:k + 1] = new_nodes
             k += len(new_nodes)
-            applied[key] += 1
-    return applied
+            fused.applied[key] += 1
+    return fused
+
+
+def _layer_of(call: Node) -> str:
+    """A Keras layer's name from its call's scope (``model/lstm/PartitionedCall`` -> ``lstm``)."""
+    parts = call.name.split("/")
+    return parts[-2] if len(parts) >= 2 else call.name
 
 
 # -- what a function implements -----------------------------------------------------------------

@@ -108,8 +108,9 @@ def _keras_like(node: Node) -> bool:
 
 
 def _layer_name(node: Node) -> str:
-    """Keras's layer name from the loop's scope (``.../lstm_1/while`` -> ``lstm_1``)."""
-    parts = node.name.split("/")
+    """Keras's layer name from the loop's scope (``.../lstm_1/while`` -> ``lstm_1``; tf_keras
+    puts the loop of a function it calls in ``.../lstm/PartitionedCall/while``)."""
+    parts = [p for p in node.name.split("/") if p not in ("PartitionedCall", "StatefulPartitionedCall")]
     return parts[-2] if len(parts) >= 2 and parts[-1] == "while" else node.name
 
 
@@ -159,6 +160,8 @@ def _body_slots(body: Graph) -> dict[str, Any]:
     index = {id(v): k for k, v in enumerate(body.inputs)}
     sets = [n for n in body.nodes if n.op == "TensorListSetItem"]
     gets = [n for n in body.nodes if n.op == "TensorListGetItem"]
+    _need(not any(n.attrs.get("element_dtype") == "bool" for n in gets),
+          "it is masked (its body reads a list of mask steps): the fused op cannot skip steps")
     _need(len(sets) == 1 and len(gets) == 1, "its body does not read one list and write one list")
     out_slot = index.get(id(sets[0].inputs[0]))
     in_slot = index.get(id(gets[0].inputs[0]))

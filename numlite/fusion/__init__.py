@@ -40,7 +40,7 @@ import numpy as np
 from numlite.errors import ConversionError
 
 __all__ = [
-    "Builder", "FusionError", "Tensor", "encode_options", "lookup", "match", "register", "registered", "unregister",
+    "Builder", "FusionDeclined", "FusionError", "Tensor", "encode_options", "lookup", "match", "register", "registered", "unregister",
 ]
 
 T = TypeVar("T")
@@ -50,6 +50,12 @@ _REGISTRY: dict[str, Any] = {}
 class FusionError(ConversionError):
     """A function does not match the contract of the fusion registered for it. The converter
     re-raises it naming the function and the call."""
+
+
+class FusionDeclined(Exception):
+    """A fusion recognises the function but will not fuse it, because the fused ops would
+    compute something else (a masked LSTM: the fused op cannot skip steps). The converter then
+    inlines the function as TensorFlow wrote it and reports the reason."""
 
 
 @dataclass(eq=False)
@@ -149,6 +155,10 @@ class Builder:
         """Raise :class:`FusionError` with ``message`` unless ``condition`` holds."""
         if not condition:
             raise self.fail(message)
+
+    def decline(self, reason: str) -> FusionDeclined:
+        """Leave the function unfused, inlined as it is, for ``reason`` (raise it)."""
+        return FusionDeclined(reason)
 
 
 # -- registry ----------------------------------------------------------------------------------

@@ -134,9 +134,9 @@ def keras_lstm(b: Builder, *args: Tensor, time_major: bool = False, go_backwards
     names = [a.name for a in args]
     b.require(not others, f"unexpected attributes {sorted(others)} for a tf_keras LSTM")
     masked = [a.name for a in args[6:]] or [a.name for a in args if a.dtype == "bool"]
-    b.require(not masked and "mask" not in names and "sequence_lengths" not in names,
-              f"it takes {names}: a masked or ragged tf_keras LSTM (mask / sequence_lengths) is not fused, "
-              "the fused op has no mask; remove the Masking layer or mask_zero, or convert with Keras 3")
+    if masked or "mask" in names or "sequence_lengths" in names:
+        raise b.decline("it is masked or ragged (it takes a mask or sequence lengths): the fused op cannot skip "
+                        "steps")
     b.require(len(args) == len(_KERAS_ARGS) and (names == list(_KERAS_ARGS) or all(n.startswith("arg") for n in names)),
               f"it takes {names}, tf_keras's standard_lstm takes {list(_KERAS_ARGS)}")
     b.require(len(b.results) == 5, f"it returns {len(b.results)} results, tf_keras's standard_lstm 5 "
