@@ -6,7 +6,7 @@
   subtractions of zero, identity transposes and reshapes dropped.
 - :func:`remove_duplicate_ops`: a pure operator computing what an earlier one computes dropped.
 - :func:`fuse_into_producers`: a PAD by SAME's amounts folded into the convolution after it;
-  the reshapes around a fully connected layer folded into it; a per-channel MUL, ADD or SUB
+  the reshapes around a fully connected layer folded into it; a per-channel MUL, DIV, ADD or SUB
   after a convolution, transposed convolution or fully connected layer folded into its
   weights and bias (moved above reshapes that keep the channels first);
   RELU/RELU6/RELU_N1_TO_1 fused into the op before.
@@ -45,6 +45,8 @@ _SAME, _VALID = 0, 1
 _FUSES_ACTIVATION = frozenset(_BIAS_INPUT) | {"ADD", "SUB", "MUL", "DIV", "AVERAGE_POOL_2D", "MAX_POOL_2D"}
 _ACTIVATIONS = {"RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3}
 _IDENTITY = {"MUL": 1.0, "DIV": 1.0, "ADD": 0.0, "SUB": 0.0}  # x op c == x when c is all this
+_AFFINE = frozenset({"MUL", "DIV", "ADD", "SUB"})  # elementwise scales and offsets, which can fold into weights
+_CONSTANT_SECOND = frozenset({"SUB", "DIV"})  # not commutative: folds only x op c
 # (MAXIMUM bound, MINIMUM bound) pairs that clamp to an activation's range.
 _CLAMPS = {(0.0, 6.0): "RELU6", (-1.0, 1.0): "RELU_N1_TO_1"}
 
@@ -402,7 +404,7 @@ def _fuse_activation(model: Model, sg: Subgraph, op: Operator, after: Operator) 
 
 
 def _fold_channel_op(model: Model, sg: Subgraph, op: Operator, after: Operator) -> bool:
-    """A MUL/ADD/SUB by a per-channel constant after a weighted op, folded into weights and
+    """A MUL/DIV/ADD/SUB by a per-channel constant after a weighted op, folded into weights and
     bias; the folded op's own activation moves onto the weighted op."""
     name = model.op_name(op)
     if name not in _BIAS_INPUT or not _fusable(sg, op, after):
@@ -418,11 +420,11 @@ def _fold_channel_op(model: Model, sg: Subgraph, op: Operator, after: Operator) 
 
 
 def _channel_operand(model: Model, sg: Subgraph, op: Operator, x: int, channels: int, rank: int) -> np.ndarray | None:
-    """If ``op`` is ``x`` times, plus or minus a per-channel constant (see :func:`_per_channel`),
-    that constant as a vector of ``channels``."""
+    """If ``op`` is ``x`` times, divided by, plus or minus a per-channel constant (see
+    :func:`_per_channel`), that constant as a vector of ``channels``."""
     how = model.op_name(op)
     other = [t for t in op.inputs if t != x]
-    if how not in ("MUL", "ADD", "SUB") or len(other) != 1 or (how == "SUB" and op.inputs[1] != other[0]):
+    if how not in _AFFINE or len(other) != 1 or (how in _CONSTANT_SECOND and op.inputs[1] != other[0]):
         return None
     return _per_channel(model, sg, other[0], channels, rank)
 
@@ -441,28 +443,58 @@ def _per_channel(model: Model, sg: Subgraph, tensor: int, channels: int, rank: i
 
 
 def _fold_channel(model: Model, sg: Subgraph, op: Operator, name: str, how: str, c: np.ndarray) -> bool:
+    """``op``'s output channels scaled (MUL, DIV) or offset (ADD, SUB) by ``c``, in its weights and bias."""
     weights = model.constant(sg, op.inputs[1])
     if weights is None or weights.dtype != np.float32:
         return False
-    position = _BIAS_INPUT[name]
-    bias_index = op.inputs[position] if len(op.inputs) > position else -1
-    bias = model.constant(sg, bias_index) if bias_index >= 0 else np.zeros(len(c), np.float32)
+    bias = _bias(model, sg, op, name, len(c))
     if bias is None:
         return False
-    if how == "MUL":
+    if how in ("MUL", "DIV"):
         # Output channels are the weights' first axis, but DEPTHWISE_CONV_2D's last.
         axis_shape = (1, 1, 1, -1) if name == "DEPTHWISE_CONV_2D" else (-1,) + (1,) * (weights.ndim - 1)
-        weights, bias = weights * c.reshape(axis_shape), bias * c
-        op.inputs[1] = _new_const(model, sg, weights.astype(np.float32), sg.tensors[op.inputs[1]].name)
+        new_weights, new_bias = _scaled(weights, c.reshape(axis_shape), how), _scaled(bias, c, how)
+        if not (_keeps_precision(weights, new_weights) and _keeps_precision(bias, new_bias)):
+            return False
+        op.inputs[1] = _new_const(model, sg, new_weights, sg.tensors[op.inputs[1]].name)
     else:
-        bias = bias + c if how == "ADD" else bias - c
+        new_bias = (bias + c if how == "ADD" else bias - c).astype(np.float32)
+    _store_bias(model, sg, op, name, new_bias)
+    return True
+
+
+def _scaled(values: np.ndarray, c: np.ndarray, how: str) -> np.ndarray:
+    """``values`` times (MUL) or divided by (DIV) ``c``, in float32: a division stays one (each
+    folded value correctly rounded), which is at least as close as the official converter's
+    multiplication by the rounded reciprocal."""
+    with np.errstate(all="ignore"):
+        return (values * c if how == "MUL" else values / c).astype(np.float32)
+
+
+def _keeps_precision(original: np.ndarray, folded: np.ndarray) -> bool:
+    """Whether folded float32 values still compute what the op did: all finite (a division by
+    zero or an overflow is not), and no nonzero value pushed to zero or among the subnormals,
+    where float32 loses its relative precision."""
+    tiny = np.finfo(np.float32).tiny
+    return bool(np.all(np.isfinite(folded)) and np.all((np.abs(folded) >= tiny) | (original == 0)))
+
+
+def _bias(model: Model, sg: Subgraph, op: Operator, name: str, channels: int) -> np.ndarray | None:
+    """``op``'s constant bias (zeros where it has none), or None if it is computed at run time."""
+    position = _BIAS_INPUT[name]
+    bias_index = op.inputs[position] if len(op.inputs) > position else -1
+    return model.constant(sg, bias_index) if bias_index >= 0 else np.zeros(channels, np.float32)
+
+
+def _store_bias(model: Model, sg: Subgraph, op: Operator, name: str, bias: np.ndarray) -> None:
+    """Give ``op`` the float32 ``bias`` as a new constant (a FULLY_CONNECTED none if it is zero)."""
+    position = _BIAS_INPUT[name]
+    bias_index = op.inputs[position] if len(op.inputs) > position else -1
     if name == "FULLY_CONNECTED" and not bias.any():
         op.inputs[position:] = []  # its bias is optional: a zero one would only take space
-        return True
+        return
     bias_name = sg.tensors[bias_index].name if bias_index >= 0 else f"{sg.tensors[op.outputs[0]].name}/bias"
-    new_bias = _new_const(model, sg, bias.astype(np.float32), bias_name)
-    op.inputs[position:] = [new_bias]
-    return True
+    op.inputs[position:] = [_new_const(model, sg, bias.astype(np.float32), bias_name)]
 
 
 def _new_const(model: Model, sg: Subgraph, value: np.ndarray, name: str) -> int:

@@ -1,0 +1,90 @@
+"""numlite's converter makes no more operators than the official one (tf.lite.TFLiteConverter) on
+the same model, and still computes what TensorFlow does.
+
+The families where it used to make more: a scale or offset by a constant folded into the weights
+and bias of the fully connected layer or convolution before it, a division as well as a
+multiplication (a softmax temperature). Each model runs in LiteRT and in numlite against
+TensorFlow (float32 at rtol = atol = 1e-5, outputs of order one), and its operators, counted
+over every subgraph, are at most the official converter's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from helpers import all_op_names, assert_converts, convert, seeded_values
+
+
+def f32(*shape):
+    return tf.TensorSpec(shape, tf.float32)
+
+
+def weights(shape, seed, low=-0.5, high=0.5):
+    return np.random.default_rng(seed).uniform(low, high, shape).astype(np.float32)
+
+
+def data(shape, seed=0):
+    return seeded_values(shape, tf.float32, seed)
+
+
+def assert_as_compact_as_official(fn, specs, inputs, **tolerances):
+    """``assert_converts`` (numlite's model in numlite and LiteRT against TensorFlow), and the
+    model has at most the official converter's operators; returns numlite's op names."""
+    ours = all_op_names(assert_converts(fn, specs, inputs, **tolerances))
+    theirs = all_op_names(convert(fn, specs))
+    assert len(ours) <= len(theirs), f"numlite {ours} against the official {theirs}"
+    return ours
+
+
+# -- a scale or offset after a weighted op ----------------------------------------------------
+
+W_FC, W_CONV, W_DW, W_T = weights((6, 5), 1), weights((3, 3, 3, 5), 2), weights((3, 3, 3, 1), 3), weights((3, 3, 5, 3), 4)
+BIAS5 = weights((5,), 5)
+PER_CHANNEL = weights((5,), 6, 0.5, 2.0)
+PRODUCERS = {  # name: (function of x, input shape, the one op it becomes)
+    "fully_connected": (lambda x: tf.matmul(x, W_FC) + BIAS5, (4, 6), "FULLY_CONNECTED"),
+    "fully_connected_without_bias": (lambda x: tf.matmul(x, W_FC), (4, 6), "FULLY_CONNECTED"),
+    "conv": (lambda x: tf.nn.conv2d(x, W_CONV, 1, "SAME") + BIAS5, (2, 5, 5, 3), "CONV_2D"),
+    # A depthwise multiplier of 1 over 3 channels, then 5 output channels would not broadcast:
+    # its constants are 3 wide (see DEPTHWISE_CONSTANTS).
+    "depthwise": (lambda x: tf.nn.depthwise_conv2d(x, W_DW, [1, 1, 1, 1], "VALID"), (2, 5, 5, 3), "DEPTHWISE_CONV_2D"),
+    "transpose_conv": (lambda x: tf.nn.conv2d_transpose(x, W_T, [2, 7, 7, 5], 1, "VALID"), (2, 5, 5, 3), "TRANSPOSE_CONV"),
+}
+DEPTHWISE_CONSTANTS = {"scalar": np.float32(0.7), "per_channel": weights((3,), 7, 0.5, 2.0)}
+
+
+@pytest.mark.parametrize("how", ["div", "mul", "add", "sub"])
+@pytest.mark.parametrize("constant", ["scalar", "per_channel"])
+@pytest.mark.parametrize("producer", list(PRODUCERS))
+def test_scale_or_offset_after_a_weighted_op_folds_into_it(producer, constant, how):
+    """The official converter folds ``y / c`` (as ``y * (1 / c)``, rounding the reciprocal);
+    numlite divides the weights and bias by ``c`` itself, each folded value rounded once."""
+    make, shape, op = PRODUCERS[producer]
+    c = (DEPTHWISE_CONSTANTS if producer == "depthwise" else {"scalar": np.float32(0.7), "per_channel": PER_CHANNEL})[constant]
+    apply = {"div": lambda y: y / c, "mul": lambda y: y * c, "add": lambda y: y + c, "sub": lambda y: y - c}[how]
+    names = assert_as_compact_as_official(lambda x: apply(make(x)), [f32(*shape)], [data(shape)])
+    assert names == [op]
+
+
+def test_temperature_softmax_after_dense_is_two_ops():
+    """``softmax(logits / T)``: the reported small CNN's head."""
+    names = assert_as_compact_as_official(lambda x: tf.nn.softmax((tf.matmul(x, W_FC) + BIAS5) / 0.7),
+                                          [f32(None, 6)], [data((3, 6))])
+    assert names == ["FULLY_CONNECTED", "SOFTMAX"]
+
+
+@pytest.mark.parametrize("c", [0.0, 1e38])
+def test_division_that_would_not_fold_exactly_stays(c):
+    """Dividing by zero gives infinities the weights cannot hold; dividing weights of order one
+    by 1e38 would leave them among float32's subnormals, short of precision."""
+    names = all_op_names(assert_converts(lambda x: (tf.matmul(x, W_FC) + BIAS5) / np.float32(c), [f32(4, 6)],
+                                         [data((4, 6))]))
+    assert names == ["FULLY_CONNECTED", "DIV"]
+
+
+def test_scale_that_would_overflow_the_weights_stays():
+    big = np.full((6, 5), 8.0, np.float32)
+    x = data((4, 6)) * np.float32(1e-3)  # the product itself stays finite
+    names = all_op_names(assert_converts(lambda x: tf.matmul(x, big) * np.float32(1e38), [f32(4, 6)], [x]))
+    assert names == ["FULLY_CONNECTED", "MUL"]
