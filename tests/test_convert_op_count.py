@@ -3,9 +3,10 @@ the same model, and still computes what TensorFlow does.
 
 The families where it used to make more: a scale or offset by a constant folded into the weights
 and bias of the fully connected layer or convolution before it, a division as well as a
-multiplication (a softmax temperature). Each model runs in LiteRT and in numlite against
-TensorFlow (float32 at rtol = atol = 1e-5, outputs of order one), and its operators, counted
-over every subgraph, are at most the official converter's.
+multiplication (a softmax temperature); the same before the layer (Keras' Rescaling and
+Normalization in front of it). Each model runs in LiteRT and in numlite against TensorFlow
+(float32 at rtol = atol = 1e-5, outputs of order one), and its operators, counted over every
+subgraph, are at most the official converter's.
 """
 
 from __future__ import annotations
@@ -88,3 +89,52 @@ def test_scale_that_would_overflow_the_weights_stays():
     x = data((4, 6)) * np.float32(1e-3)  # the product itself stays finite
     names = all_op_names(assert_converts(lambda x: tf.matmul(x, big) * np.float32(1e38), [f32(4, 6)], [x]))
     assert names == ["FULLY_CONNECTED", "MUL"]
+
+
+# -- a scale or offset before a weighted op ---------------------------------------------------
+
+IN_SCALE, IN_OFFSET = weights((3,), 8, 0.5, 2.0), weights((3,), 9, -1.0, 1.0)
+W_FC3, W_DW2 = weights((3, 5), 10), weights((3, 3, 3, 2), 11)
+CONSUMERS = {  # name: (function of its input, input shape, op, whether its windows read padding)
+    "fully_connected": (lambda y: tf.matmul(y, W_FC3) + BIAS5, (4, 3), "FULLY_CONNECTED", False),
+    "fully_connected_rank3": (lambda y: tf.einsum("bti,io->bto", y, W_FC3), (2, 4, 3), "FULLY_CONNECTED", False),
+    "conv_valid": (lambda y: tf.nn.conv2d(y, W_CONV, 1, "VALID") + BIAS5, (2, 6, 6, 3), "CONV_2D", False),
+    "conv_same": (lambda y: tf.nn.conv2d(y, W_CONV, 2, "SAME"), (2, 6, 6, 3), "CONV_2D", True),
+    "conv_1x1_same": (lambda y: tf.nn.conv2d(y, W_CONV[1:2, 1:2], 1, "SAME"), (2, 4, 4, 3), "CONV_2D", False),
+    "depthwise_valid": (lambda y: tf.nn.depthwise_conv2d(y, W_DW2, [1, 1, 1, 1], "VALID"), (2, 6, 6, 3),
+                        "DEPTHWISE_CONV_2D", False),
+    "depthwise_same": (lambda y: tf.nn.depthwise_conv2d(y, W_DW2, [1, 1, 1, 1], "SAME"), (2, 6, 6, 3),
+                       "DEPTHWISE_CONV_2D", True),
+}
+INPUT_OPS = {
+    "rescale": lambda x: x * (1 / 255.0),
+    "divide_per_channel": lambda x: x / IN_SCALE,
+    "scale_first": lambda x: IN_SCALE * x,
+    "offset": lambda x: x - 0.5,
+    "offset_per_channel": lambda x: x + IN_OFFSET,
+    "normalize": lambda x: (x - IN_OFFSET) / IN_SCALE,  # Keras' Normalization
+    "rescale_and_offset": lambda x: x / 127.5 - 1.0,  # Keras' Rescaling(1 / 127.5, -1)
+}
+
+
+@pytest.mark.parametrize("before", list(INPUT_OPS))
+@pytest.mark.parametrize("consumer", list(CONSUMERS))
+def test_scale_or_offset_before_a_weighted_op_folds_into_it(consumer, before):
+    """A scale folds into the weights of each input channel; an offset into the bias, where no
+    window reads padding (padded zeros would be offset too, which the bias cannot say)."""
+    make, shape, op, pads = CONSUMERS[consumer]
+    offsets = before.startswith(("offset", "normalize")) or before.endswith("offset")
+    x = data(shape) * np.float32(100.0 if before.startswith("rescale") else 1.0)  # pixel-like values for rescales
+    names = assert_as_compact_as_official(lambda x: make(INPUT_OPS[before](x)), [f32(*shape)], [x])
+    assert names[-1] == op and (len(names) > 1) == (offsets and pads), names
+
+
+def test_scale_before_a_weighted_op_read_twice_stays():
+    names = assert_as_compact_as_official(lambda x: (tf.matmul(x * 0.5, W_FC3), x * 0.5), [f32(4, 3)], [data((4, 3))])
+    assert sorted(names) == ["FULLY_CONNECTED", "MUL"]
+
+
+def test_activation_between_scale_and_weighted_op_stays():
+    names = assert_as_compact_as_official(lambda x: tf.matmul(tf.nn.relu(x * 0.5), W_FC3), [f32(4, 3)],
+                                          [data((4, 3))])
+    assert names == ["MUL", "FULLY_CONNECTED"]

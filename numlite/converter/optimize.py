@@ -8,8 +8,9 @@
 - :func:`fuse_into_producers`: a PAD by SAME's amounts folded into the convolution after it;
   the reshapes around a fully connected layer folded into it; a per-channel MUL, DIV, ADD or SUB
   after a convolution, transposed convolution or fully connected layer folded into its
-  weights and bias (moved above reshapes that keep the channels first);
-  RELU/RELU6/RELU_N1_TO_1 fused into the op before.
+  weights and bias (moved above reshapes that keep the channels first), and a scalar or
+  per-input-channel one before a convolution or fully connected layer; RELU/RELU6/RELU_N1_TO_1
+  fused into the op before.
 - :func:`remove_dead_code`: operators whose results nobody reads, then unused tensors,
   subgraphs and buffers; identical buffers stored once.
 """
@@ -41,6 +42,8 @@ _WINDOWED = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D"})  # padded windows, zeros
 # Layout ops that never move an element to another position on the (last) channel axis.
 _CHANNEL_KEEPING = frozenset({"RESHAPE", "SQUEEZE", "EXPAND_DIMS", "BATCH_TO_SPACE_ND"})
 _SAME, _VALID = 0, 1
+# Weighted ops that a scale or offset of their input can fold into (see _fold_input_op).
+_TAKES_INPUT_FOLDS = frozenset({"FULLY_CONNECTED", "CONV_2D", "DEPTHWISE_CONV_2D"})
 # Ops whose LiteRT kernels apply a fused activation (float).
 _FUSES_ACTIVATION = frozenset(_BIAS_INPUT) | {"ADD", "SUB", "MUL", "DIV", "AVERAGE_POOL_2D", "MAX_POOL_2D"}
 _ACTIVATIONS = {"RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3}
@@ -199,7 +202,7 @@ def fuse_into_producers(model: Model, index: int) -> None:
     changed = True
     while changed:
         hoisted = _hoist_channel_ops(model, sg)
-        changed = _merge_pairs(model, sg, (_fold_channel_op, _fuse_activation)) or hoisted
+        changed = _merge_pairs(model, sg, (_fold_channel_op, _fold_input_op, _fuse_activation)) or hoisted
 
 
 def _merge_pairs(model: Model, sg: Subgraph, fusions: tuple) -> bool:
@@ -417,6 +420,102 @@ def _fold_channel_op(model: Model, sg: Subgraph, op: Operator, after: Operator) 
         return False
     op.builtin_options.fused_activation_function = getattr(after.builtin_options, "fused_activation_function", 0)
     return True
+
+
+def _fold_input_op(model: Model, sg: Subgraph, op: Operator, after: Operator) -> bool:
+    """A MUL/DIV/ADD/SUB of a tensor by a constant, scalar or one value per input channel, read
+    only by a fully connected layer or convolution (Keras' Rescaling before the first layer, a
+    scale before a Dense): a scale folds into the weights of each input channel, an offset into
+    the bias as the sum of the offsets times the weights that read them. An offset only where
+    the windows read no padding, which it would not offset. The two become ``after`` reading
+    the tensor."""
+    name = model.op_name(after)
+    operands = _affine_operands(model, sg, op)
+    if name not in _TAKES_INPUT_FOLDS or operands is None or after.inputs[0] != op.outputs[0]:
+        return False
+    x, constant = operands
+    weights = model.constant(sg, after.inputs[1])
+    x_dims = _dims(sg.tensors[x])
+    depth = _input_depth(name, weights, x_dims)
+    if depth is None or _dims(sg.tensors[op.outputs[0]]) != x_dims:  # the constant broadcasts x
+        return False
+    c = _per_channel(model, sg, constant, depth, len(x_dims))
+    if c is None or (x_dims[-1:] != (depth,) and np.any(c != c[0])):  # per channel needs x's channels
+        return False
+    how = model.op_name(op)
+    if how in ("MUL", "DIV"):
+        folded = _scaled(weights, _along_input_channels(c, name, weights), how)
+        if not _keeps_precision(weights, folded):
+            return False
+        after.inputs[1] = _new_const(model, sg, folded, sg.tensors[after.inputs[1]].name)
+    else:
+        bias = _bias(model, sg, after, name, _output_channels(name, weights))
+        if bias is None or not _reads_no_padding(after, name, x_dims, weights):
+            return False
+        offset = _along_input_channels(c if how == "ADD" else -c, name, weights).astype(np.float64)
+        summed = weights.astype(np.float64) * offset  # each weight times what its input is offset by
+        per_output = summed.sum(axis=1) if name == "FULLY_CONNECTED" else summed.sum(
+            axis=(0, 1, 2) if name == "DEPTHWISE_CONV_2D" else (1, 2, 3))
+        new_bias = (bias.astype(np.float64) + per_output).astype(np.float32)
+        if not np.all(np.isfinite(new_bias)):
+            return False
+        _store_bias(model, sg, after, name, new_bias)
+    _become(op, after, [x] + after.inputs[1:])
+    return True
+
+
+def _affine_operands(model: Model, sg: Subgraph, op: Operator) -> tuple[int, int] | None:
+    """For a float32 MUL/DIV/ADD/SUB without a fused activation of a tensor computed at run time
+    and a constant (second for DIV and SUB): (that tensor, the constant)."""
+    how = model.op_name(op)
+    if (how not in _AFFINE or len(op.inputs) != 2 or len(op.outputs) != 1
+            or getattr(op.builtin_options, "fused_activation_function", 0) != 0):
+        return None
+    for k in (1,) if how in _CONSTANT_SECOND else (1, 0):
+        x, constant = op.inputs[1 - k], op.inputs[k]
+        if (model.constant(sg, constant) is not None and model.constant(sg, x) is None
+                and sg.tensors[x].type == sg.tensors[op.outputs[0]].type == "FLOAT32"):
+            return x, constant
+    return None
+
+
+def _input_depth(name: str, weights: np.ndarray | None, x_dims: tuple[int, ...]) -> int | None:
+    """How many input channels ``op``'s float32 weights read (a depthwise convolution's: the
+    input's, which must be known), or None."""
+    if weights is None or weights.dtype != np.float32:
+        return None
+    if name == "FULLY_CONNECTED":
+        return weights.shape[1]
+    if name == "CONV_2D":
+        return weights.shape[3]
+    channels = x_dims[-1] if x_dims else -1
+    return channels if channels > 0 and weights.shape[3] % channels == 0 else None
+
+
+def _output_channels(name: str, weights: np.ndarray) -> int:
+    return weights.shape[3] if name == "DEPTHWISE_CONV_2D" else weights.shape[0]
+
+
+def _along_input_channels(c: np.ndarray, name: str, weights: np.ndarray) -> np.ndarray:
+    """A per-input-channel vector shaped to broadcast over ``weights``: FULLY_CONNECTED's
+    [units, depth] and CONV_2D's [out, h, w, in] read input channels on their last axis; a
+    depthwise convolution's [1, h, w, in * multiplier] reads input channel i in outputs
+    i * multiplier to (i + 1) * multiplier - 1."""
+    if name == "DEPTHWISE_CONV_2D":
+        c = np.repeat(c, weights.shape[3] // len(c))
+    return c.reshape((1,) * (weights.ndim - 1) + (-1,))
+
+
+def _reads_no_padding(op: Operator, name: str, x_dims: tuple[int, ...], weights: np.ndarray) -> bool:
+    """Whether every window of ``op`` lies inside its input: VALID padding, or SAME's amounts all
+    zero (a 1x1 kernel, or a stride that tiles a static input exactly)."""
+    if name == "FULLY_CONNECTED" or op.builtin_options.padding == _VALID:
+        return True
+    options = op.builtin_options
+    if len(x_dims) != 4 or min(x_dims[1:3]) < 0:
+        return False
+    return not any(_same_padding(x_dims[1], weights.shape[1], options.stride_h, options.dilation_h_factor)
+                   + _same_padding(x_dims[2], weights.shape[2], options.stride_w, options.dilation_w_factor))
 
 
 def _channel_operand(model: Model, sg: Subgraph, op: Operator, x: int, channels: int, rank: int) -> np.ndarray | None:
