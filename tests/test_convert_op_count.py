@@ -4,9 +4,10 @@ the same model, and still computes what TensorFlow does.
 The families where it used to make more: a scale or offset by a constant folded into the weights
 and bias of the fully connected layer or convolution before it, a division as well as a
 multiplication (a softmax temperature); the same before the layer (Keras' Rescaling and
-Normalization in front of it). Each model runs in LiteRT and in numlite against TensorFlow
-(float32 at rtol = atol = 1e-5, outputs of order one), and its operators, counted over every
-subgraph, are at most the official converter's.
+Normalization in front of it); ``x and True`` (a loop's ``maximum_iterations`` on a condition
+that is a constant) even where it makes a subgraph's output. Each model runs in LiteRT and in
+numlite against TensorFlow (float32 at rtol = atol = 1e-5, outputs of order one), and its
+operators, counted over every subgraph, are at most the official converter's.
 """
 
 from __future__ import annotations
@@ -138,3 +139,14 @@ def test_activation_between_scale_and_weighted_op_stays():
     names = assert_as_compact_as_official(lambda x: tf.matmul(tf.nn.relu(x * 0.5), W_FC3), [f32(4, 3)],
                                           [data((4, 3))])
     assert names == ["MUL", "FULLY_CONNECTED"]
+
+
+# -- loops and conditions ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: tf.logical_and(x > 0.0, True),
+    lambda x: tf.logical_or(tf.zeros((2, 3), tf.bool), x > 0.5),
+])
+def test_and_true_or_false_producing_an_output_go(fn):
+    assert assert_as_compact_as_official(fn, [f32(2, 3)], [data((2, 3))]) == ["GREATER"]

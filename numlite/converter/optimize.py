@@ -3,7 +3,7 @@
 - :func:`add_variable_initializer`: a CALL_ONCE subgraph that gives every kept variable its
   initial value, called first thing by every signature.
 - :func:`remove_identity_ops`: multiplications and divisions by one, additions and
-  subtractions of zero, identity transposes and reshapes dropped.
+  subtractions of zero, ``and True`` and ``or False``, identity transposes and reshapes dropped.
 - :func:`remove_duplicate_ops`: a pure operator computing what an earlier one computes dropped.
 - :func:`fuse_into_producers`: a PAD by SAME's amounts folded into the convolution after it;
   the reshapes around a fully connected layer folded into it; a per-channel MUL, DIV, ADD or SUB
@@ -47,7 +47,8 @@ _TAKES_INPUT_FOLDS = frozenset({"FULLY_CONNECTED", "CONV_2D", "DEPTHWISE_CONV_2D
 # Ops whose LiteRT kernels apply a fused activation (float).
 _FUSES_ACTIVATION = frozenset(_BIAS_INPUT) | {"ADD", "SUB", "MUL", "DIV", "AVERAGE_POOL_2D", "MAX_POOL_2D"}
 _ACTIVATIONS = {"RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3}
-_IDENTITY = {"MUL": 1.0, "DIV": 1.0, "ADD": 0.0, "SUB": 0.0}  # x op c == x when c is all this
+# x op c == x when c is all this.
+_IDENTITY = {"MUL": 1.0, "DIV": 1.0, "ADD": 0.0, "SUB": 0.0, "LOGICAL_AND": True, "LOGICAL_OR": False}
 _AFFINE = frozenset({"MUL", "DIV", "ADD", "SUB"})  # elementwise scales and offsets, which can fold into weights
 _CONSTANT_SECOND = frozenset({"SUB", "DIV"})  # not commutative: folds only x op c
 # (MAXIMUM bound, MINIMUM bound) pairs that clamp to an activation's range.
@@ -109,23 +110,41 @@ def remove_identity_ops(model: Model, index: int) -> None:
 
     ``x * 1``, ``x / 1``, ``x + 0`` and ``x - 0`` by constants (Keras' ``silu`` multiplies by a
     beta of 1, an unadapted Normalization subtracts 0 and divides by 1), when the constant does
-    not broadcast ``x`` to another shape; TRANSPOSE by the identity permutation (``tensordot``
-    makes one); RESHAPE to the shape ``x`` has. Exact, but for ``-0.0 + 0.0`` being ``+0.0``: a
-    zero's sign is the only thing that can differ. An operator producing a subgraph output stays.
+    not broadcast ``x`` to another shape; ``x and True``, ``x or False`` (a loop's
+    ``maximum_iterations`` joins its condition to a constant one); TRANSPOSE by the identity
+    permutation (``tensordot`` makes one); RESHAPE to the shape ``x`` has. Exact, but for
+    ``-0.0 + 0.0`` being ``+0.0``: a zero's sign is the only thing that can differ. Where the
+    operator produces a subgraph output, the operator making ``x`` writes that output instead;
+    when ``x`` is the subgraph's input or another output, the operator stays.
     """
     sg = model.subgraphs[index]
+    producer = {t: op for op in sg.operators for t in op.outputs}
+    ends = set(sg.inputs) | set(sg.outputs)
     replaced: dict[int, int] = {}
+
+    def resolved(t: int) -> int:
+        while t in replaced:
+            t = replaced[t]
+        return t
+
     kept = []
     for op in sg.operators:
-        x = (_passed_through(model, sg, op) if len(op.outputs) == 1 and op.outputs[0] not in sg.outputs
-             and not sg.tensors[op.outputs[0]].is_variable else None)  # a variable's writer resets a state
-        if x is None:
-            kept.append(op)
+        op.inputs = [resolved(t) for t in op.inputs]
+        out = op.outputs[0] if len(op.outputs) == 1 else None
+        # (A variable's writer resets a state: it stays.)
+        x = _passed_through(model, sg, op) if out is not None and not sg.tensors[out].is_variable else None
+        if x is not None and out not in sg.outputs:
+            replaced[out] = x
+        elif x is not None and x in producer and x not in ends and not sg.tensors[x].is_variable:
+            maker = producer[x]
+            maker.outputs = [out if t == x else t for t in maker.outputs]
+            producer[out] = maker
+            replaced[x] = out
         else:
-            replaced[op.outputs[0]] = replaced.get(x, x)
+            kept.append(op)
     sg.operators = kept
     for op in kept:
-        op.inputs = [replaced.get(t, t) for t in op.inputs]
+        op.inputs = [resolved(t) for t in op.inputs]
 
 
 def remove_duplicate_ops(model: Model, index: int) -> None:
@@ -176,7 +195,7 @@ def _passed_through(model: Model, sg: Subgraph, op: Operator) -> int | None:
         return op.inputs[0] if dims and dims == _dims(out) and dims.count(-1) <= 1 else None
     if name not in _IDENTITY:
         return None
-    for k in (1, 0) if name in ("MUL", "ADD") else (1,):  # the constant's position: first only if commutative
+    for k in (1,) if name in _CONSTANT_SECOND else (1, 0):  # the constant's position: first only if commutative
         x, c = op.inputs[1 - k], model.constant(sg, op.inputs[k])
         t = sg.tensors[x]
         # (An unknown rank is stored as shape (): only a scalar constant is known not to broadcast.)
