@@ -2,6 +2,8 @@
 
 - :func:`add_variable_initializer`: a CALL_ONCE subgraph that gives every kept variable its
   initial value, called first thing by every signature.
+- :func:`remove_unneeded_loop_copies`: a loop body's copy of an argument it returns at another
+  position dropped where nothing can observe what the copy protects.
 - :func:`remove_identity_ops`: multiplications and divisions by one, additions and
   subtractions of zero, ``and True`` and ``or False``, identity transposes and reshapes dropped.
 - :func:`remove_duplicate_ops`: a pure operator computing what an earlier one computes dropped.
@@ -57,6 +59,7 @@ _CLAMPS = {(0.0, 6.0): "RELU6", (-1.0, 1.0): "RELU_N1_TO_1"}
 
 def optimize_model(model: Model) -> None:
     """Run every model-level pass."""
+    remove_unneeded_loop_copies(model)
     for index in range(len(model.subgraphs)):
         remove_identity_ops(model, index)
         fuse_into_producers(model, index)
@@ -145,6 +148,55 @@ def remove_identity_ops(model: Model, index: int) -> None:
     sg.operators = kept
     for op in kept:
         op.inputs = [resolved(t) for t in op.inputs]
+
+
+def remove_unneeded_loop_copies(model: Model) -> None:
+    """Let a loop body return an argument itself at another position where the copy lowering
+    made of it is never observed.
+
+    A body result that is the body's argument j at position k != j is lowered as a copy, since
+    LiteRT's WHILE, moving results to arguments one position after the other, may alias the two
+    and hand the body argument k the new value of j (a swap ``(a, b) -> (b, a)`` would return
+    ``(b, b)``). Only the body's argument k and the WHILE's result k can see that: the condition
+    receives the results before any is moved. Where the body never reads its argument k and no
+    one reads the WHILE's result k (``x, prev -> f(x), x`` until ``|x - prev|`` is small, the
+    result being ``x``), the copy goes, as the official converter makes such loops."""
+    uses = [_Uses(sg) for sg in model.subgraphs]
+    callers: dict[int, list[tuple[int, Operator]]] = {}
+    for index, sg in enumerate(model.subgraphs):
+        for op in sg.operators:
+            for callee in _callees(model, op):
+                callers.setdefault(callee, []).append((index, op))
+    for body_index, calls in callers.items():
+        if not all(model.op_name(op) == "WHILE" and op.builtin_options.body_subgraph_index == body_index
+                   for _, op in calls):
+            continue
+        body, body_uses = model.subgraphs[body_index], uses[body_index]
+        for k, result in enumerate(body.outputs):
+            j = _copied_argument(model, body, body_uses.producer.get(result))
+            if (j is None or j == k or k >= len(body.inputs) or body_uses.readers.get(body.inputs[k])
+                    or body.inputs[k] in body.outputs):
+                continue
+            if all(k < len(op.outputs) and not uses[at].readers.get(op.outputs[k]) and op.outputs[k] not in uses[at].outputs
+                   for at, op in calls):
+                body.outputs[k] = body.inputs[j]
+
+
+def _copied_argument(model: Model, sg: Subgraph, op: Operator | None) -> int | None:
+    """If ``op`` copies an input of ``sg`` (a RESHAPE to that input's own shape), its position."""
+    if op is None or model.op_name(op) != "RESHAPE" or op.inputs[0] not in sg.inputs:
+        return None
+    x = op.inputs[0]
+    shape = model.constant(sg, op.inputs[1]) if len(op.inputs) > 1 else None
+    if len(op.inputs) > 1 and _dims(sg.tensors[op.inputs[1]]) == (0,):
+        shape = np.zeros(0, np.int32)  # a scalar's shape: no data to store
+    dims = _dims(sg.tensors[x])
+    # (With at most one dimension known only at run time, the element count fixes it.)
+    same_shape = (shape is not None and dims.count(-1) <= 1 and tuple(shape.tolist()) == dims
+                  and _dims(sg.tensors[op.outputs[0]]) == dims)
+    shape_of_x = len(op.inputs) > 1 and any(
+        model.op_name(o) == "SHAPE" and o.inputs == [x] and o.outputs == [op.inputs[1]] for o in sg.operators)
+    return sg.inputs.index(x) if same_shape or shape_of_x else None
 
 
 def remove_duplicate_ops(model: Model, index: int) -> None:
