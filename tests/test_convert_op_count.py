@@ -7,17 +7,25 @@ multiplication (a softmax temperature); the same before the layer (Keras' Rescal
 Normalization in front of it); ``x and True`` (a loop's ``maximum_iterations`` on a condition
 that is a constant) even where it makes a subgraph's output; a loop body's copy of an argument
 it returns at another position, where nothing can observe what the copy protects (``x, prev ->
-f(x), x`` until they converge). Each model runs in LiteRT and in numlite against TensorFlow
-(float32 at rtol = atol = 1e-5, outputs of order one), and its operators, counted over every
-subgraph, are at most the official converter's.
+f(x), x`` until they converge); the second of two identical signatures (Keras 3's ``export``).
+Each model runs in LiteRT and in numlite against TensorFlow (float32 at rtol = atol = 1e-5,
+outputs of order one), and its operators, counted over every subgraph, are at most the official
+converter's.
 """
 
 from __future__ import annotations
 
+import functools
+
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from helpers import all_op_names, assert_converts, convert, run_litert, seeded_values
+import tf_keras
+from helpers import (all_op_names, assert_close, assert_converts, convert, litert_interpreter, run_litert, run_numlite,
+                     seeded_values)
+
+import numlite
 
 
 def f32(*shape):
@@ -141,6 +149,93 @@ def test_activation_between_scale_and_weighted_op_stays():
     names = assert_as_compact_as_official(lambda x: tf.matmul(tf.nn.relu(x * 0.5), W_FC3), [f32(4, 3)],
                                           [data((4, 3))])
     assert names == ["MUL", "FULLY_CONNECTED"]
+
+
+# -- Keras models, from the model and from a SavedModel ---------------------------------------
+
+HEADS = {  # name: (input shape, the layers on an input) for a Keras module `K`
+    "temperature_softmax": ((12,), lambda K, x: K.layers.Softmax()(K.layers.Lambda(lambda t: t / 0.7)(
+        K.layers.Dense(8)(x)))),
+    "rescaled_cnn": ((10, 10, 3), lambda K, x: K.layers.Lambda(lambda t: t * 2.0)(K.layers.Dense(6)(
+        K.layers.Flatten()(K.layers.MaxPooling2D()(K.layers.Conv2D(4, 3, activation="relu")(
+            K.layers.Rescaling(1 / 255.0)(x))))))),
+    "normalized_dense_batch_norm": ((12,), lambda K, x: K.layers.BatchNormalization()(
+        K.layers.Dense(8, use_bias=False)(K.layers.Normalization(mean=np.linspace(-1, 1, 12),
+                                                                 variance=np.linspace(0.5, 2, 12))(x)))),
+}
+KERAS = {"keras2": tf_keras, "keras3": keras}
+
+
+@functools.cache
+def keras_model(flavor, head):
+    K = KERAS[flavor]
+    K.utils.set_random_seed(0)
+    shape, layers = HEADS[head]
+    x = K.Input(shape)
+    model = K.Model(x, layers(K, x))
+    rng = np.random.default_rng(1)  # biases and batch-norm statistics away from their defaults
+    model.set_weights([rng.uniform(0.5, 1.5, w.shape).astype(np.float32) if w.ndim == 1 else w
+                       for w in model.get_weights()])
+    return model
+
+
+def keras_input(model, seed=0):
+    shape = (3,) + tuple(model.inputs[0].shape[1:])
+    return seeded_values(shape, tf.float32, seed) * np.float32(100.0 if len(shape) == 4 else 1.0)
+
+
+def save(model, flavor, path):
+    if flavor == "keras3":
+        model.export(path, verbose=False)
+    else:
+        tf.saved_model.save(model, path)
+    return path
+
+
+def assert_keras_conversion(model, ours, official):
+    x = keras_input(model)
+    expected = model(x, training=False).numpy()
+    assert np.abs(expected).max() > 0.1, "reference output too small to compare"
+    for run in (run_litert, run_numlite):
+        (actual,) = run(ours, [x])
+        assert_close(actual, expected, what=f"{run.__name__}: ")
+    assert len(all_op_names(ours)) <= len(all_op_names(official)), (all_op_names(ours), all_op_names(official))
+
+
+@pytest.mark.parametrize("head", list(HEADS))
+@pytest.mark.parametrize("flavor", list(KERAS))
+def test_keras_model(flavor, head):
+    model = keras_model(flavor, head)
+    ours = numlite.TFLiteConverter.from_keras_model(model).convert()
+    official = tf.lite.TFLiteConverter.from_keras_model(model).convert()
+    assert_keras_conversion(model, ours, official)
+
+
+@pytest.mark.parametrize("head", list(HEADS))
+@pytest.mark.parametrize("flavor", list(KERAS))
+def test_keras_saved_model(flavor, head, tmp_path):
+    model = keras_model(flavor, head)
+    path = save(model, flavor, str(tmp_path / "saved"))
+    ours = numlite.TFLiteConverter.from_saved_model(path).convert()
+    official = tf.lite.TFLiteConverter.from_saved_model(path).convert()
+    assert_keras_conversion(model, ours, official)
+
+
+def test_keras3_export_signatures_share_one_subgraph(tmp_path):
+    """``serve`` and ``serving_default`` are one function: both signatures stay, and run the one
+    subgraph."""
+    model = keras_model("keras3", "temperature_softmax")
+    ours = numlite.TFLiteConverter.from_saved_model(save(model, "keras3", str(tmp_path / "saved"))).convert()
+    assert len(numlite.model.read_model(ours).subgraphs) == 1
+    x = keras_input(model, seed=3)
+    expected = model(x, training=False).numpy()
+    for runtime, interpreter in (("numlite", numlite.Interpreter(model_content=ours)),
+                                 ("LiteRT", litert_interpreter(ours))):
+        signatures = interpreter.get_signature_list()
+        assert sorted(signatures) == ["serve", "serving_default"]
+        for key, names in signatures.items():
+            (actual,) = interpreter.get_signature_runner(key)(**{names["inputs"][0]: x}).values()
+            assert_close(actual, expected, what=f"{runtime} {key}: ")
 
 
 # -- loops and conditions ---------------------------------------------------------------------

@@ -13,6 +13,7 @@
   weights and bias (moved above reshapes that keep the channels first), and a scalar or
   per-input-channel one before a convolution or fully connected layer; RELU/RELU6/RELU_N1_TO_1
   fused into the op before.
+- :func:`share_identical_signatures`: signatures whose subgraphs compute the same thing run one.
 - :func:`remove_dead_code`: operators whose results nobody reads, then unused tensors,
   subgraphs and buffers; identical buffers stored once.
 """
@@ -20,14 +21,14 @@
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from numlite.converter.builder import options_for
 from numlite.kernels import KERNELS
 from numlite.model import schema
-from numlite.model.ir import Buffer, Model, Operator, OperatorCode, Subgraph, Tensor
+from numlite.model.ir import Buffer, Model, Operator, OperatorCode, Options, Subgraph, Tensor
 
 if TYPE_CHECKING:
     from numlite.converter.lowering import ProgramLowering
@@ -64,6 +65,7 @@ def optimize_model(model: Model) -> None:
         remove_identity_ops(model, index)
         fuse_into_producers(model, index)
         remove_duplicate_ops(model, index)
+    share_identical_signatures(model)
     remove_dead_code(model)
 
 
@@ -148,6 +150,80 @@ def remove_identity_ops(model: Model, index: int) -> None:
     sg.operators = kept
     for op in kept:
         op.inputs = [resolved(t) for t in op.inputs]
+
+
+def share_identical_signatures(model: Model) -> None:
+    """A signature whose subgraph computes exactly what an earlier signature's does (Keras 3's
+    ``export`` writes ``serve`` and ``serving_default``, one function twice) runs the earlier
+    one's subgraph: the model keeps both signatures but one copy of the operators. Subgraphs
+    are alike when their operators, tensors (type, shape, data; not names) and the subgraphs
+    they call are; the duplicate, called by nothing then, goes with the dead code."""
+    keys: dict[int, tuple[tuple, list[int]]] = {}
+    first: dict[tuple, int] = {}
+    for signature in model.signature_defs:
+        index = signature.subgraph_index
+        key, order = _subgraph_key(model, index, keys)
+        earlier = first.setdefault(key, index)
+        if earlier == index:
+            continue
+        position = {t: k for k, t in enumerate(order)}
+        earlier_order = keys[earlier][1]
+        signature.inputs = {name: earlier_order[position[t]] for name, t in signature.inputs.items()}
+        signature.outputs = {name: earlier_order[position[t]] for name, t in signature.outputs.items()}
+        signature.subgraph_index = earlier
+
+
+def _subgraph_key(model: Model, index: int, keys: dict[int, tuple[tuple, list[int]]]) -> tuple[tuple, list[int]]:
+    """What subgraph ``index`` computes, as a hashable key, and its tensors in the order the key
+    numbers them (inputs, then each operator's tensors, then the outputs). Memoized in ``keys``."""
+    if index in keys:
+        return keys[index]
+    sg = model.subgraphs[index]
+    number: dict[int, int] = {-1: -1}
+    order: list[int] = []
+
+    def numbered(tensors: list[int]) -> tuple[int, ...]:
+        for t in tensors:
+            if t not in number:
+                number[t] = len(order)
+                order.append(t)
+        return tuple(number[t] for t in tensors)
+
+    parts: list[tuple] = [numbered(sg.inputs)]
+    for op in sg.operators:
+        code = model.operator_codes[op.opcode_index]
+        callees = {field: _subgraph_key(model, getattr(op.builtin_options, field), keys)[0]
+                   for field in _CALL_OPTIONS.get(model.op_name(op), ()) if op.builtin_options is not None}
+        parts.append((code.builtin, code.custom_code, code.version, _options_key(op.builtin_options, callees),
+                      _options_key(op.builtin_options2, {}), op.custom_options, op.custom_options_format,
+                      tuple(op.mutating_variable_inputs), numbered(op.inputs), numbered(op.outputs),
+                      numbered(op.intermediates)))
+    parts.append(numbered(sg.outputs))
+    parts.append(tuple(_tensor_key(model, sg.tensors[t]) for t in order))
+    keys[index] = (tuple(parts), order)
+    return keys[index]
+
+
+def _options_key(options: Options | None, replaced: dict[str, Any]) -> tuple | None:
+    """Options as a hashable key, with the fields in ``replaced`` given those values instead."""
+    if options is None:
+        return None
+    return (options.type_name,) + tuple(
+        (name, replaced[name] if name in replaced else _value_key(value)) for name, value in options.fields().items())
+
+
+def _tensor_key(model: Model, t: Tensor) -> tuple:
+    data = model.buffers[t.buffer].data if 0 < t.buffer < len(model.buffers) else None
+    content = None if data is None or data.size == 0 else hashlib.blake2b(data.tobytes(), digest_size=20).digest()
+    return (t.type, tuple(t.shape), _dims(t), t.is_variable, t.has_rank, repr(t.quantization), repr(t.sparsity), content)
+
+
+def _value_key(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return (value.dtype.str, value.shape, value.tobytes())
+    if isinstance(value, (list, tuple)):
+        return tuple(_value_key(v) for v in value)
+    return value
 
 
 def remove_unneeded_loop_copies(model: Model) -> None:
