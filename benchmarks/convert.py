@@ -9,11 +9,14 @@ random images as the conversion tests do), then converted ``--runs`` times by ea
 ``tf.lite.TFLiteConverter.from_keras_model(model).convert()``, the two alternating. The
 control-flow models are ``benchmarks/control_flow.py``'s functions (a loop, a matrix loop, a
 loop with a cond and an inner loop, a cond), traced and converted from their concrete function
-by each converter in the same way. Reported:
-the median conversion time (tracing the model included, for both), the file size and the
-operator count of the result, and the ratios numlite/official, as a Markdown table and as
-JSON (see benchmarks/README.md). A converter that fails gets its error in the row; nothing here
-asserts anything (tests/test_convert_models.py does, on these same models).
+by each converter in the same way. The SavedModel rows are Keras 3 models written by
+``model.export`` (signatures ``serve`` and ``serving_default``), converted by each converter's
+``from_saved_model``. Reported: the median conversion time (tracing the model included, for
+both), the file size and the operator count of the result, and the ratios numlite/official, as
+a Markdown table and as JSON (see benchmarks/README.md). A converter that fails gets its error in
+the row. The script exits with status 1, naming each model and both counts, where numlite's
+converter made more operators than the official one (tests/test_convert_models.py checks that,
+and the results against TensorFlow, on these same models).
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ import os
 import platform
 import statistics
 import sys
+import tempfile
 import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -44,7 +49,6 @@ import run as whole_models  # noqa: E402
 import numlite  # noqa: E402
 from numlite.model import read_model  # noqa: E402
 
-DEFAULT_MODELS = "mobilenetv2,resnet50,efficientnetb0,mlp,smallcnn,lstm," + ",".join(control_flow.MODELS)
 DEFAULT_JSON = os.path.join(HERE, "convert_results.json")
 
 # ----------------------------------------------------------------------------- models
@@ -124,6 +128,112 @@ def _lstm() -> Any:
     ])  # fmt: skip
 
 
+def _with_random_biases(build: Callable[[], Any]) -> Callable[[], Any]:
+    """The model with every bias drawn from [-1, 1] (Keras starts them at zero), seeded: its
+    outputs stay of order one whatever scale its first layer applies."""
+
+    def biased_build() -> Any:
+        import tensorflow as tf
+
+        tf.keras.utils.set_random_seed(0)
+        model = build()
+        rng = np.random.default_rng(2)
+        for layer in model.layers:
+            if getattr(layer, "bias", None) is not None:
+                layer.bias.assign(rng.uniform(-1, 1, layer.bias.shape).astype(np.float32))
+        return model
+
+    return biased_build
+
+
+def _cnn_temperature() -> Any:
+    """The reported small CNN: three conv and max-pooling stages, global average pooling, a
+    dense layer whose logits are divided by a temperature of 0.25, softmax (numlite made one
+    DIV more than the official converter, which folds it into the dense layer's weights)."""
+    import tensorflow as tf
+
+    layers = tf.keras.layers
+    return tf.keras.Sequential([
+        tf.keras.Input((32, 32, 3)),
+        layers.Conv2D(16, 3, padding="same", activation="relu"),
+        layers.MaxPooling2D(),
+        layers.Conv2D(32, 3, padding="same", activation="relu"),
+        layers.MaxPooling2D(),
+        layers.Conv2D(64, 3, padding="same", activation="relu"),
+        layers.MaxPooling2D(),
+        layers.GlobalAveragePooling2D(),
+        layers.Dense(10),
+        layers.Lambda(lambda logits: logits / 0.25),
+        layers.Softmax(),
+    ])  # fmt: skip
+
+
+def _rescaled_cnn() -> Any:
+    """Keras' Rescaling(1/255) in front of a convolution, which the official converter folds into
+    the convolution's weights; two convolutions, global average pooling, a dense head."""
+    import tensorflow as tf
+
+    layers = tf.keras.layers
+    return tf.keras.Sequential([
+        tf.keras.Input((32, 32, 3)),
+        layers.Rescaling(1 / 255.0),
+        layers.Conv2D(16, 3, activation="relu"),
+        layers.MaxPooling2D(),
+        layers.Conv2D(32, 3, activation="relu"),
+        layers.GlobalAveragePooling2D(),
+        layers.Dense(10),
+    ])  # fmt: skip
+
+
+def _converge(x: Any) -> Any:
+    """The reported loop: ``x = x * 0.5 + 1`` until it stops changing, at most 100 times (numlite
+    copied ``x`` into ``prev`` on every iteration: 12 operators, the official converter 11)."""
+    import tensorflow as tf
+
+    return tf.while_loop(lambda x, prev: tf.abs(x - prev) > 1e-6, lambda x, prev: (x * 0.5 + 1, x),
+                         (x * 0.5 + 1, x), maximum_iterations=100)[0]
+
+
+def _iterate_ten_times(x: Any) -> Any:
+    """A loop whose condition is ``True``, bounded by ``maximum_iterations`` (numlite kept the
+    ``and True``: 6 operators, the official converter 5)."""
+    import tensorflow as tf
+
+    return tf.while_loop(lambda x: True, lambda x: [x * 0.5 + 1], [x], maximum_iterations=10)
+
+
+def _scalar_loop(fn: Callable[[Any], Any]) -> Callable[[], tuple[Callable[..., Any], list[Any]]]:
+    def build() -> tuple[Callable[..., Any], list[Any]]:
+        import tensorflow as tf
+
+        return fn, [tf.TensorSpec((), tf.float32, name="x")]
+
+    return build
+
+
+@dataclass
+class ExportedModel:
+    """A Keras 3 model written by ``model.export`` into a temporary folder, which lives as long
+    as this object does."""
+
+    keras: Any
+    folder: tempfile.TemporaryDirectory
+
+    @property
+    def path(self) -> str:
+        return self.folder.name
+
+
+def _exported(build: Callable[[], Any]) -> Callable[[], ExportedModel]:
+    def exported_build() -> ExportedModel:
+        model = build()
+        folder = tempfile.TemporaryDirectory(prefix="numlite_convert_")
+        model.export(folder.name, verbose=False)
+        return ExportedModel(model, folder)
+
+    return exported_build
+
+
 # The three applications are run.py's (224x224x3, logits: classifier_activation=None); a
 # control-flow model is a (function, input specs) pair, converted from its concrete function.
 KERAS_MODELS: dict[str, Callable[[], Any]] = {
@@ -133,9 +243,19 @@ KERAS_MODELS: dict[str, Callable[[], Any]] = {
     "mlp": _calibrated(_mlp, batch=16),
     "smallcnn": _calibrated(_small_cnn, batch=16),
     "lstm": _lstm,
+    "cnn_temperature": _with_random_biases(_cnn_temperature),
+    "rescaled_cnn": _with_random_biases(_rescaled_cnn),
 }
-CONTROL_FLOW_MODELS = control_flow.MODELS
-MODELS: dict[str, Callable[[], Any]] = {**KERAS_MODELS, **CONTROL_FLOW_MODELS}
+CONTROL_FLOW_MODELS = {
+    **control_flow.MODELS,
+    "cf_converge": _scalar_loop(_converge),
+    "cf_constant_condition": _scalar_loop(_iterate_ten_times),
+}
+SAVED_MODELS: dict[str, Callable[[], ExportedModel]] = {
+    "cnn_temperature_export": _exported(_with_random_biases(_cnn_temperature)),
+}
+MODELS: dict[str, Callable[[], Any]] = {**KERAS_MODELS, **CONTROL_FLOW_MODELS, **SAVED_MODELS}
+DEFAULT_MODELS = ",".join(MODELS)
 
 # ----------------------------------------------------------------------------- measuring
 
@@ -153,6 +273,8 @@ def convert_numlite(model: Any) -> bytes:
     if isinstance(model, tuple):
         concrete, func = _concrete(model)
         return numlite.TFLiteConverter.from_concrete_functions([concrete], func).convert()
+    if isinstance(model, ExportedModel):
+        return numlite.TFLiteConverter.from_saved_model(model.path).convert()
     return numlite.TFLiteConverter.from_keras_model(model).convert()
 
 
@@ -163,6 +285,8 @@ def convert_official(model: Any) -> bytes:
         if isinstance(model, tuple):
             concrete, func = _concrete(model)
             return tf.lite.TFLiteConverter.from_concrete_functions([concrete], func).convert()
+        if isinstance(model, ExportedModel):
+            return tf.lite.TFLiteConverter.from_saved_model(model.path).convert()
         return tf.lite.TFLiteConverter.from_keras_model(model).convert()
 
 
@@ -241,6 +365,15 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def more_operators_than_official(rows: list[dict[str, Any]]) -> list[str]:
+    """One line for each row where numlite's converter made more operators than the official
+    one, naming the model and both counts."""
+    return [f"{r['model']}: numlite {r['numlite_ops']} operators, official {r['official_ops']}"
+            for r in rows
+            if r.get("numlite_ops") is not None and r.get("official_ops") is not None
+            and r["numlite_ops"] > r["official_ops"]]
+
+
 def environment(runs: int) -> dict[str, Any]:
     import importlib.metadata
 
@@ -297,6 +430,11 @@ def main(argv: list[str] | None = None) -> int:
     with open(args.json, "w") as f:
         json.dump({"environment": env, "results": rows}, f, indent=2)
     whole_models._log(f"wrote {args.json}")
+    excess = more_operators_than_official(rows)
+    if excess:
+        whole_models._log("FAILED: numlite's converter made more operators than the official converter on "
+                          f"{len(excess)} model(s):\n  " + "\n  ".join(excess))
+        return 1
     return 0
 
 

@@ -47,7 +47,7 @@ DEEP_TOLERANCE = {"mobilenetv2": 2e-5, "resnet50": 1e-4, "efficientnetb0": 1e-5}
 
 @dataclass
 class Converted:
-    keras: Any  # the Keras model, or a control-flow model's (function, input specs)
+    keras: Any  # the Keras model, a control-flow model's (function, input specs), or an ExportedModel
     numlite: bytes
     official: bytes
 
@@ -63,13 +63,14 @@ def converted(name: str) -> Converted:
     return _CONVERTED[name]
 
 
-@pytest.mark.parametrize("name", list(bench.KERAS_MODELS))
+@pytest.mark.parametrize("name", list(bench.KERAS_MODELS) + list(bench.SAVED_MODELS))
 def test_model_matches_tensorflow(name):
     c = converted(name)
-    batch = c.keras.inputs[0].shape[0] or 2  # batch 2 where the batch dimension is dynamic
-    shape = (batch,) + tuple(c.keras.inputs[0].shape[1:])
+    keras_model = c.keras.keras if isinstance(c.keras, bench.ExportedModel) else c.keras
+    batch = keras_model.inputs[0].shape[0] or 2  # batch 2 where the batch dimension is dynamic
+    shape = (batch,) + tuple(keras_model.inputs[0].shape[1:])
     x = np.random.default_rng(0).uniform(-1, 1, shape).astype(np.float32)
-    expected = c.keras(x, training=False).numpy()
+    expected = keras_model(x, training=False).numpy()
     scale = float(np.abs(expected).max())
     assert scale > 0.1 and expected.std() > 0.05 * scale, f"{name}: reference output too small or uniform"
     atol = DEEP_TOLERANCE[name] * scale if name in DEEP_TOLERANCE else 1e-5
@@ -112,3 +113,19 @@ def test_convert_benchmark_reports_both_converters(tmp_path, capsys):
     assert row["ops_ratio"] == row["numlite_ops"] / row["official_ops"]
     assert row["numlite_bytes"] > 0 and row["official_bytes"] > 0 and row["numlite_s"] > 0 and row["official_s"] > 0
     assert "| mlp |" in capsys.readouterr().out
+
+
+def test_operator_counts_above_the_official_converters_are_named():
+    rows = [{"model": "a", "numlite_ops": 10, "official_ops": 9}, {"model": "b", "numlite_ops": 9, "official_ops": 9},
+            {"model": "c", "numlite_error": "failed", "official_ops": 3}]
+    assert bench.more_operators_than_official(rows) == ["a: numlite 10 operators, official 9"]
+
+
+def test_convert_benchmark_fails_when_numlite_makes_more_operators(tmp_path, capsys, monkeypatch):
+    def benchmark(name, model, runs):
+        return {"model": name, "numlite_ops": 6, "official_ops": 5}
+
+    monkeypatch.setattr(bench, "benchmark", benchmark)
+    monkeypatch.setattr(bench, "MODELS", {"tiny": lambda: None})
+    assert bench.main(["--models", "tiny", "--runs", "1", "--json", str(tmp_path / "results.json")]) == 1
+    assert "tiny: numlite 6 operators, official 5" in capsys.readouterr().err

@@ -2,30 +2,33 @@
 
 - :func:`add_variable_initializer`: a CALL_ONCE subgraph that gives every kept variable its
   initial value, called first thing by every signature.
+- :func:`remove_unneeded_loop_copies`: a loop body's copy of an argument it returns at another
+  position dropped where nothing can observe what the copy protects.
 - :func:`remove_identity_ops`: multiplications and divisions by one, additions and
-  subtractions of zero, identity transposes and reshapes dropped.
+  subtractions of zero, ``and True`` and ``or False``, identity transposes and reshapes dropped.
 - :func:`remove_duplicate_ops`: a pure operator computing what an earlier one computes dropped.
 - :func:`fuse_into_producers`: a PAD by SAME's amounts folded into the convolution after it;
-  the reshapes around a fully connected layer folded into it; a per-channel MUL, ADD or SUB
+  the reshapes around a fully connected layer folded into it; a per-channel MUL, DIV, ADD or SUB
   after a convolution, transposed convolution or fully connected layer folded into its
-  weights and bias (moved above reshapes that keep the channels first);
-  RELU/RELU6/RELU_N1_TO_1 fused into the op before.
+  weights and bias (moved above reshapes that keep the channels first), and a scalar or
+  per-input-channel one before a convolution or fully connected layer; RELU/RELU6/RELU_N1_TO_1
+  fused into the op before.
+- :func:`share_identical_signatures`: signatures whose subgraphs compute the same thing run one.
 - :func:`remove_dead_code`: operators whose results nobody reads, then unused tensors,
-  subgraphs and buffers; identical buffers stored once, identical subgraphs too
-  (:func:`share_identical_subgraphs`).
+  subgraphs and buffers; identical buffers stored once.
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from numlite.converter.builder import options_for
 from numlite.kernels import KERNELS
 from numlite.model import schema
-from numlite.model.ir import Buffer, Model, Operator, OperatorCode, Quantization, Subgraph, Tensor
+from numlite.model.ir import Buffer, Model, Operator, OperatorCode, Options, Subgraph, Tensor
 
 if TYPE_CHECKING:
     from numlite.converter.lowering import ProgramLowering
@@ -42,20 +45,27 @@ _WINDOWED = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D"})  # padded windows, zeros
 # Layout ops that never move an element to another position on the (last) channel axis.
 _CHANNEL_KEEPING = frozenset({"RESHAPE", "SQUEEZE", "EXPAND_DIMS", "BATCH_TO_SPACE_ND"})
 _SAME, _VALID = 0, 1
+# Weighted ops that a scale or offset of their input can fold into (see _fold_input_op).
+_TAKES_INPUT_FOLDS = frozenset({"FULLY_CONNECTED", "CONV_2D", "DEPTHWISE_CONV_2D"})
 # Ops whose LiteRT kernels apply a fused activation (float).
 _FUSES_ACTIVATION = frozenset(_BIAS_INPUT) | {"ADD", "SUB", "MUL", "DIV", "AVERAGE_POOL_2D", "MAX_POOL_2D"}
 _ACTIVATIONS = {"RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3}
-_IDENTITY = {"MUL": 1.0, "DIV": 1.0, "ADD": 0.0, "SUB": 0.0}  # x op c == x when c is all this
+# x op c == x when c is all this.
+_IDENTITY = {"MUL": 1.0, "DIV": 1.0, "ADD": 0.0, "SUB": 0.0, "LOGICAL_AND": True, "LOGICAL_OR": False}
+_AFFINE = frozenset({"MUL", "DIV", "ADD", "SUB"})  # elementwise scales and offsets, which can fold into weights
+_CONSTANT_SECOND = frozenset({"SUB", "DIV"})  # not commutative: folds only x op c
 # (MAXIMUM bound, MINIMUM bound) pairs that clamp to an activation's range.
 _CLAMPS = {(0.0, 6.0): "RELU6", (-1.0, 1.0): "RELU_N1_TO_1"}
 
 
 def optimize_model(model: Model) -> None:
     """Run every model-level pass."""
+    remove_unneeded_loop_copies(model)
     for index in range(len(model.subgraphs)):
         remove_identity_ops(model, index)
         fuse_into_producers(model, index)
         remove_duplicate_ops(model, index)
+    share_identical_signatures(model)
     remove_dead_code(model)
 
 
@@ -105,23 +115,183 @@ def remove_identity_ops(model: Model, index: int) -> None:
 
     ``x * 1``, ``x / 1``, ``x + 0`` and ``x - 0`` by constants (Keras' ``silu`` multiplies by a
     beta of 1, an unadapted Normalization subtracts 0 and divides by 1), when the constant does
-    not broadcast ``x`` to another shape; TRANSPOSE by the identity permutation (``tensordot``
-    makes one); RESHAPE to the shape ``x`` has. Exact, but for ``-0.0 + 0.0`` being ``+0.0``: a
-    zero's sign is the only thing that can differ. An operator producing a subgraph output stays.
+    not broadcast ``x`` to another shape; ``x and True``, ``x or False`` (a loop's
+    ``maximum_iterations`` joins its condition to a constant one); TRANSPOSE by the identity
+    permutation (``tensordot`` makes one); RESHAPE to the shape ``x`` has. Exact, but for
+    ``-0.0 + 0.0`` being ``+0.0``: a zero's sign is the only thing that can differ. Where the
+    operator produces a subgraph output, the operator making ``x`` writes that output instead;
+    when ``x`` is the subgraph's input or another output, the operator stays.
     """
     sg = model.subgraphs[index]
+    producer = {t: op for op in sg.operators for t in op.outputs}
+    ends = set(sg.inputs) | set(sg.outputs)
     replaced: dict[int, int] = {}
+
+    def resolved(t: int) -> int:
+        while t in replaced:
+            t = replaced[t]
+        return t
+
     kept = []
     for op in sg.operators:
-        x = (_passed_through(model, sg, op) if len(op.outputs) == 1 and op.outputs[0] not in sg.outputs
-             and not sg.tensors[op.outputs[0]].is_variable else None)  # a variable's writer resets a state
-        if x is None:
-            kept.append(op)
+        op.inputs = [resolved(t) for t in op.inputs]
+        out = op.outputs[0] if len(op.outputs) == 1 else None
+        # (A variable's writer resets a state: it stays.)
+        x = _passed_through(model, sg, op) if out is not None and not sg.tensors[out].is_variable else None
+        if x is not None and out not in sg.outputs:
+            replaced[out] = x
+        elif x is not None and x in producer and x not in ends and not sg.tensors[x].is_variable:
+            maker = producer[x]
+            maker.outputs = [out if t == x else t for t in maker.outputs]
+            producer[out] = maker
+            replaced[x] = out
         else:
-            replaced[op.outputs[0]] = replaced.get(x, x)
+            kept.append(op)
     sg.operators = kept
     for op in kept:
-        op.inputs = [replaced.get(t, t) for t in op.inputs]
+        op.inputs = [resolved(t) for t in op.inputs]
+
+
+def share_identical_signatures(model: Model) -> None:
+    """A signature whose subgraph computes exactly what an earlier signature's does (Keras 3's
+    ``export`` writes ``serve`` and ``serving_default``, one function twice) runs the earlier
+    one's subgraph: the model keeps both signatures but one copy of the operators. Subgraphs
+    are alike when their operators, tensors (type, shape, data; not names) and the subgraphs
+    they call are; the duplicate, called by nothing then, goes with the dead code. A subgraph
+    whose variable tensors carry state from one invoke to the next (read before anything
+    writes them, here or in a subgraph it calls) keeps its own: two signatures would share it."""
+    keys: dict[int, tuple[tuple, list[int]]] = {}
+    first: dict[tuple, int] = {}
+    for signature in model.signature_defs:
+        index = signature.subgraph_index
+        if _carries_state(model, index):
+            continue
+        key, order = _subgraph_key(model, index, keys)
+        earlier = first.setdefault(key, index)
+        if earlier == index:
+            continue
+        position = {t: k for k, t in enumerate(order)}
+        earlier_order = keys[earlier][1]
+        signature.inputs = {name: earlier_order[position[t]] for name, t in signature.inputs.items()}
+        signature.outputs = {name: earlier_order[position[t]] for name, t in signature.outputs.items()}
+        signature.subgraph_index = earlier
+
+
+def _carries_state(model: Model, index: int, seen: set[int] | None = None) -> bool:
+    """Whether subgraph ``index`` or one it calls reads a variable tensor before writing it."""
+    seen = set() if seen is None else seen
+    if index in seen:
+        return False
+    seen.add(index)
+    sg = model.subgraphs[index]
+    written: set[int] = set()
+    for op in sg.operators:
+        if any(t >= 0 and sg.tensors[t].is_variable and t not in written for t in op.inputs):
+            return True
+        written.update(op.outputs)
+    return any(_carries_state(model, c, seen) for op in sg.operators for c in _callees(model, op))
+
+
+def _subgraph_key(model: Model, index: int, keys: dict[int, tuple[tuple, list[int]]]) -> tuple[tuple, list[int]]:
+    """What subgraph ``index`` computes, as a hashable key, and its tensors in the order the key
+    numbers them (inputs, then each operator's tensors, then the outputs). Memoized in ``keys``."""
+    if index in keys:
+        return keys[index]
+    sg = model.subgraphs[index]
+    number: dict[int, int] = {-1: -1}
+    order: list[int] = []
+
+    def numbered(tensors: list[int]) -> tuple[int, ...]:
+        for t in tensors:
+            if t not in number:
+                number[t] = len(order)
+                order.append(t)
+        return tuple(number[t] for t in tensors)
+
+    parts: list[tuple] = [numbered(sg.inputs)]
+    for op in sg.operators:
+        code = model.operator_codes[op.opcode_index]
+        callees = {field: _subgraph_key(model, getattr(op.builtin_options, field), keys)[0]
+                   for field in _CALL_OPTIONS.get(model.op_name(op), ()) if op.builtin_options is not None}
+        parts.append((code.builtin, code.custom_code, code.version, _options_key(op.builtin_options, callees),
+                      _options_key(op.builtin_options2, {}), op.custom_options, op.custom_options_format,
+                      tuple(op.mutating_variable_inputs), numbered(op.inputs), numbered(op.outputs),
+                      numbered(op.intermediates)))
+    parts.append(numbered(sg.outputs))
+    parts.append(tuple(_tensor_key(model, sg.tensors[t]) for t in order))
+    keys[index] = (tuple(parts), order)
+    return keys[index]
+
+
+def _options_key(options: Options | None, replaced: dict[str, Any]) -> tuple | None:
+    """Options as a hashable key, with the fields in ``replaced`` given those values instead."""
+    if options is None:
+        return None
+    return (options.type_name,) + tuple(
+        (name, replaced[name] if name in replaced else _value_key(value)) for name, value in options.fields().items())
+
+
+def _tensor_key(model: Model, t: Tensor) -> tuple:
+    data = model.buffers[t.buffer].data if 0 < t.buffer < len(model.buffers) else None
+    content = None if data is None or data.size == 0 else hashlib.blake2b(data.tobytes(), digest_size=20).digest()
+    return (t.type, tuple(t.shape), _dims(t), t.is_variable, t.has_rank, repr(t.quantization), repr(t.sparsity), content)
+
+
+def _value_key(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return (value.dtype.str, value.shape, value.tobytes())
+    if isinstance(value, (list, tuple)):
+        return tuple(_value_key(v) for v in value)
+    return value
+
+
+def remove_unneeded_loop_copies(model: Model) -> None:
+    """Let a loop body return an argument itself at another position where the copy lowering
+    made of it is never observed.
+
+    A body result that is the body's argument j at position k != j is lowered as a copy, since
+    LiteRT's WHILE, moving results to arguments one position after the other, may alias the two
+    and hand the body argument k the new value of j (a swap ``(a, b) -> (b, a)`` would return
+    ``(b, b)``). Only the body's argument k and the WHILE's result k can see that: the condition
+    receives the results before any is moved. Where the body never reads its argument k and no
+    one reads the WHILE's result k (``x, prev -> f(x), x`` until ``|x - prev|`` is small, the
+    result being ``x``), the copy goes, as the official converter makes such loops."""
+    uses = [_Uses(sg) for sg in model.subgraphs]
+    callers: dict[int, list[tuple[int, Operator]]] = {}
+    for index, sg in enumerate(model.subgraphs):
+        for op in sg.operators:
+            for callee in _callees(model, op):
+                callers.setdefault(callee, []).append((index, op))
+    for body_index, calls in callers.items():
+        if not all(model.op_name(op) == "WHILE" and op.builtin_options.body_subgraph_index == body_index
+                   for _, op in calls):
+            continue
+        body, body_uses = model.subgraphs[body_index], uses[body_index]
+        for k, result in enumerate(body.outputs):
+            j = _copied_argument(model, body, body_uses.producer.get(result))
+            if (j is None or j == k or k >= len(body.inputs) or body_uses.readers.get(body.inputs[k])
+                    or body.inputs[k] in body.outputs):
+                continue
+            if all(k < len(op.outputs) and not uses[at].readers.get(op.outputs[k]) and op.outputs[k] not in uses[at].outputs
+                   for at, op in calls):
+                body.outputs[k] = body.inputs[j]
+
+
+def _copied_argument(model: Model, sg: Subgraph, op: Operator | None) -> int | None:
+    """If ``op`` copies an input of ``sg`` (a RESHAPE to that input's own shape), its position."""
+    if op is None or model.op_name(op) != "RESHAPE" or op.inputs[0] not in sg.inputs:
+        return None
+    x = op.inputs[0]
+    shape = model.constant(sg, op.inputs[1]) if len(op.inputs) > 1 else None
+    if len(op.inputs) > 1 and _dims(sg.tensors[op.inputs[1]]) == (0,):
+        shape = np.zeros(0, np.int32)  # a scalar's shape: no data to store
+    dims = _dims(sg.tensors[x])
+    # (With at most one dimension known only at run time, the element count fixes it.)
+    same_shape = (shape is not None and dims.count(-1) <= 1 and tuple(shape.tolist()) == dims
+                  and _dims(sg.tensors[op.outputs[0]]) == dims)
+    shape_of_x = len(op.inputs) > 1 and any(
+        model.op_name(o) == "SHAPE" and o.inputs == [x] and o.outputs == [op.inputs[1]] for o in sg.operators)
+    return sg.inputs.index(x) if same_shape or shape_of_x else None
 
 
 def remove_duplicate_ops(model: Model, index: int) -> None:
@@ -172,7 +342,7 @@ def _passed_through(model: Model, sg: Subgraph, op: Operator) -> int | None:
         return op.inputs[0] if dims and dims == _dims(out) and dims.count(-1) <= 1 else None
     if name not in _IDENTITY:
         return None
-    for k in (1, 0) if name in ("MUL", "ADD") else (1,):  # the constant's position: first only if commutative
+    for k in (1,) if name in _CONSTANT_SECOND else (1, 0):  # the constant's position: first only if commutative
         x, c = op.inputs[1 - k], model.constant(sg, op.inputs[k])
         t = sg.tensors[x]
         # (An unknown rank is stored as shape (): only a scalar constant is known not to broadcast.)
@@ -198,7 +368,7 @@ def fuse_into_producers(model: Model, index: int) -> None:
     changed = True
     while changed:
         hoisted = _hoist_channel_ops(model, sg)
-        changed = _merge_pairs(model, sg, (_fold_channel_op, _fuse_activation)) or hoisted
+        changed = _merge_pairs(model, sg, (_fold_channel_op, _fold_input_op, _fuse_activation)) or hoisted
 
 
 def _merge_pairs(model: Model, sg: Subgraph, fusions: tuple) -> bool:
@@ -403,7 +573,7 @@ def _fuse_activation(model: Model, sg: Subgraph, op: Operator, after: Operator) 
 
 
 def _fold_channel_op(model: Model, sg: Subgraph, op: Operator, after: Operator) -> bool:
-    """A MUL/ADD/SUB by a per-channel constant after a weighted op, folded into weights and
+    """A MUL/DIV/ADD/SUB by a per-channel constant after a weighted op, folded into weights and
     bias; the folded op's own activation moves onto the weighted op."""
     name = model.op_name(op)
     if name not in _BIAS_INPUT or not _fusable(sg, op, after):
@@ -418,12 +588,108 @@ def _fold_channel_op(model: Model, sg: Subgraph, op: Operator, after: Operator) 
     return True
 
 
+def _fold_input_op(model: Model, sg: Subgraph, op: Operator, after: Operator) -> bool:
+    """A MUL/DIV/ADD/SUB of a tensor by a constant, scalar or one value per input channel, read
+    only by a fully connected layer or convolution (Keras' Rescaling before the first layer, a
+    scale before a Dense): a scale folds into the weights of each input channel, an offset into
+    the bias as the sum of the offsets times the weights that read them. An offset only where
+    the windows read no padding, which it would not offset. The two become ``after`` reading
+    the tensor."""
+    name = model.op_name(after)
+    operands = _affine_operands(model, sg, op)
+    if name not in _TAKES_INPUT_FOLDS or operands is None or after.inputs[0] != op.outputs[0]:
+        return False
+    x, constant = operands
+    weights = model.constant(sg, after.inputs[1])
+    x_dims = _dims(sg.tensors[x])
+    depth = _input_depth(name, weights, x_dims)
+    if depth is None or _dims(sg.tensors[op.outputs[0]]) != x_dims:  # the constant broadcasts x
+        return False
+    c = _per_channel(model, sg, constant, depth, len(x_dims))
+    if c is None or (x_dims[-1:] != (depth,) and np.any(c != c[0])):  # per channel needs x's channels
+        return False
+    how = model.op_name(op)
+    if how in ("MUL", "DIV"):
+        folded = _scaled(weights, _along_input_channels(c, name, weights), how)
+        if not _keeps_precision(weights, folded):
+            return False
+        after.inputs[1] = _new_const(model, sg, folded, sg.tensors[after.inputs[1]].name)
+    else:
+        bias = _bias(model, sg, after, name, _output_channels(name, weights))
+        if bias is None or not _reads_no_padding(after, name, x_dims, weights):
+            return False
+        offset = _along_input_channels(c if how == "ADD" else -c, name, weights).astype(np.float64)
+        summed = weights.astype(np.float64) * offset  # each weight times what its input is offset by
+        per_output = summed.sum(axis=1) if name == "FULLY_CONNECTED" else summed.sum(
+            axis=(0, 1, 2) if name == "DEPTHWISE_CONV_2D" else (1, 2, 3))
+        new_bias = (bias.astype(np.float64) + per_output).astype(np.float32)
+        if not np.all(np.isfinite(new_bias)):
+            return False
+        _store_bias(model, sg, after, name, new_bias)
+    _become(op, after, [x] + after.inputs[1:])
+    return True
+
+
+def _affine_operands(model: Model, sg: Subgraph, op: Operator) -> tuple[int, int] | None:
+    """For a float32 MUL/DIV/ADD/SUB without a fused activation of a tensor computed at run time
+    and a constant (second for DIV and SUB): (that tensor, the constant)."""
+    how = model.op_name(op)
+    if (how not in _AFFINE or len(op.inputs) != 2 or len(op.outputs) != 1
+            or getattr(op.builtin_options, "fused_activation_function", 0) != 0):
+        return None
+    for k in (1,) if how in _CONSTANT_SECOND else (1, 0):
+        x, constant = op.inputs[1 - k], op.inputs[k]
+        if (model.constant(sg, constant) is not None and model.constant(sg, x) is None
+                and sg.tensors[x].type == sg.tensors[op.outputs[0]].type == "FLOAT32"):
+            return x, constant
+    return None
+
+
+def _input_depth(name: str, weights: np.ndarray | None, x_dims: tuple[int, ...]) -> int | None:
+    """How many input channels ``op``'s float32 weights read (a depthwise convolution's: the
+    input's, which must be known), or None."""
+    if weights is None or weights.dtype != np.float32:
+        return None
+    if name == "FULLY_CONNECTED":
+        return weights.shape[1]
+    if name == "CONV_2D":
+        return weights.shape[3]
+    channels = x_dims[-1] if x_dims else -1
+    return channels if channels > 0 and weights.shape[3] % channels == 0 else None
+
+
+def _output_channels(name: str, weights: np.ndarray) -> int:
+    return weights.shape[3] if name == "DEPTHWISE_CONV_2D" else weights.shape[0]
+
+
+def _along_input_channels(c: np.ndarray, name: str, weights: np.ndarray) -> np.ndarray:
+    """A per-input-channel vector shaped to broadcast over ``weights``: FULLY_CONNECTED's
+    [units, depth] and CONV_2D's [out, h, w, in] read input channels on their last axis; a
+    depthwise convolution's [1, h, w, in * multiplier] reads input channel i in outputs
+    i * multiplier to (i + 1) * multiplier - 1."""
+    if name == "DEPTHWISE_CONV_2D":
+        c = np.repeat(c, weights.shape[3] // len(c))
+    return c.reshape((1,) * (weights.ndim - 1) + (-1,))
+
+
+def _reads_no_padding(op: Operator, name: str, x_dims: tuple[int, ...], weights: np.ndarray) -> bool:
+    """Whether every window of ``op`` lies inside its input: VALID padding, or SAME's amounts all
+    zero (a 1x1 kernel, or a stride that tiles a static input exactly)."""
+    if name == "FULLY_CONNECTED" or op.builtin_options.padding == _VALID:
+        return True
+    options = op.builtin_options
+    if len(x_dims) != 4 or min(x_dims[1:3]) < 0:
+        return False
+    return not any(_same_padding(x_dims[1], weights.shape[1], options.stride_h, options.dilation_h_factor)
+                   + _same_padding(x_dims[2], weights.shape[2], options.stride_w, options.dilation_w_factor))
+
+
 def _channel_operand(model: Model, sg: Subgraph, op: Operator, x: int, channels: int, rank: int) -> np.ndarray | None:
-    """If ``op`` is ``x`` times, plus or minus a per-channel constant (see :func:`_per_channel`),
-    that constant as a vector of ``channels``."""
+    """If ``op`` is ``x`` times, divided by, plus or minus a per-channel constant (see
+    :func:`_per_channel`), that constant as a vector of ``channels``."""
     how = model.op_name(op)
     other = [t for t in op.inputs if t != x]
-    if how not in ("MUL", "ADD", "SUB") or len(other) != 1 or (how == "SUB" and op.inputs[1] != other[0]):
+    if how not in _AFFINE or len(other) != 1 or (how in _CONSTANT_SECOND and op.inputs[1] != other[0]):
         return None
     return _per_channel(model, sg, other[0], channels, rank)
 
@@ -442,28 +708,58 @@ def _per_channel(model: Model, sg: Subgraph, tensor: int, channels: int, rank: i
 
 
 def _fold_channel(model: Model, sg: Subgraph, op: Operator, name: str, how: str, c: np.ndarray) -> bool:
+    """``op``'s output channels scaled (MUL, DIV) or offset (ADD, SUB) by ``c``, in its weights and bias."""
     weights = model.constant(sg, op.inputs[1])
     if weights is None or weights.dtype != np.float32:
         return False
-    position = _BIAS_INPUT[name]
-    bias_index = op.inputs[position] if len(op.inputs) > position else -1
-    bias = model.constant(sg, bias_index) if bias_index >= 0 else np.zeros(len(c), np.float32)
+    bias = _bias(model, sg, op, name, len(c))
     if bias is None:
         return False
-    if how == "MUL":
+    if how in ("MUL", "DIV"):
         # Output channels are the weights' first axis, but DEPTHWISE_CONV_2D's last.
         axis_shape = (1, 1, 1, -1) if name == "DEPTHWISE_CONV_2D" else (-1,) + (1,) * (weights.ndim - 1)
-        weights, bias = weights * c.reshape(axis_shape), bias * c
-        op.inputs[1] = _new_const(model, sg, weights.astype(np.float32), sg.tensors[op.inputs[1]].name)
+        new_weights, new_bias = _scaled(weights, c.reshape(axis_shape), how), _scaled(bias, c, how)
+        if not (_keeps_precision(weights, new_weights) and _keeps_precision(bias, new_bias)):
+            return False
+        op.inputs[1] = _new_const(model, sg, new_weights, sg.tensors[op.inputs[1]].name)
     else:
-        bias = bias + c if how == "ADD" else bias - c
+        new_bias = (bias + c if how == "ADD" else bias - c).astype(np.float32)
+    _store_bias(model, sg, op, name, new_bias)
+    return True
+
+
+def _scaled(values: np.ndarray, c: np.ndarray, how: str) -> np.ndarray:
+    """``values`` times (MUL) or divided by (DIV) ``c``, in float32: a division stays one (each
+    folded value correctly rounded), which is at least as close as the official converter's
+    multiplication by the rounded reciprocal."""
+    with np.errstate(all="ignore"):
+        return (values * c if how == "MUL" else values / c).astype(np.float32)
+
+
+def _keeps_precision(original: np.ndarray, folded: np.ndarray) -> bool:
+    """Whether folded float32 values still compute what the op did: all finite (a division by
+    zero or an overflow is not), and no nonzero value pushed to zero or among the subnormals,
+    where float32 loses its relative precision."""
+    tiny = np.finfo(np.float32).tiny
+    return bool(np.all(np.isfinite(folded)) and np.all((np.abs(folded) >= tiny) | (original == 0)))
+
+
+def _bias(model: Model, sg: Subgraph, op: Operator, name: str, channels: int) -> np.ndarray | None:
+    """``op``'s constant bias (zeros where it has none), or None if it is computed at run time."""
+    position = _BIAS_INPUT[name]
+    bias_index = op.inputs[position] if len(op.inputs) > position else -1
+    return model.constant(sg, bias_index) if bias_index >= 0 else np.zeros(channels, np.float32)
+
+
+def _store_bias(model: Model, sg: Subgraph, op: Operator, name: str, bias: np.ndarray) -> None:
+    """Give ``op`` the float32 ``bias`` as a new constant (a FULLY_CONNECTED none if it is zero)."""
+    position = _BIAS_INPUT[name]
+    bias_index = op.inputs[position] if len(op.inputs) > position else -1
     if name == "FULLY_CONNECTED" and not bias.any():
         op.inputs[position:] = []  # its bias is optional: a zero one would only take space
-        return True
+        return
     bias_name = sg.tensors[bias_index].name if bias_index >= 0 else f"{sg.tensors[op.outputs[0]].name}/bias"
-    new_bias = _new_const(model, sg, bias.astype(np.float32), bias_name)
-    op.inputs[position:] = [new_bias]
-    return True
+    op.inputs[position:] = [_new_const(model, sg, bias.astype(np.float32), bias_name)]
 
 
 def _new_const(model: Model, sg: Subgraph, value: np.ndarray, name: str) -> int:
@@ -491,63 +787,6 @@ def remove_dead_code(model: Model) -> None:
                 s.inputs = {k: new_index[v] for k, v in s.inputs.items()}
                 s.outputs = {k: new_index[v] for k, v in s.outputs.items()}
     _drop_unused_buffers(model)
-    if share_identical_subgraphs(model):
-        _drop_unused_buffers(model)
-
-
-def share_identical_subgraphs(model: Model) -> bool:
-    """Store a computation once: a subgraph identical to an earlier one but for its tensors'
-    names (two signatures calling one function, as a Keras 3 export's ``serve`` and
-    ``serving_default`` do; two loops with one body) is dropped, and its callers and signatures
-    use the earlier one. A subgraph whose variable tensors carry state from one invoke to the
-    next (read before anything writes them) keeps its own. Returns whether any was dropped."""
-    dropped = False
-    while True:
-        first: dict[tuple, int] = {}
-        same: dict[int, int] = {}
-        for i, sg in enumerate(model.subgraphs):
-            if _shareable(sg):
-                kept = first.setdefault(_subgraph_key(sg), i)
-                if kept != i:
-                    same[i] = kept
-        if not same:
-            return dropped
-        for sg in model.subgraphs:
-            for op in sg.operators:
-                for f in _CALL_OPTIONS.get(model.op_name(op), ()):
-                    setattr(op.builtin_options, f, same.get(getattr(op.builtin_options, f), getattr(op.builtin_options, f)))
-        for s in model.signature_defs:
-            s.subgraph_index = same.get(s.subgraph_index, s.subgraph_index)
-        _remove_unused_subgraphs(model)
-        dropped = True
-
-
-def _shareable(sg: Subgraph) -> bool:
-    """Whether every variable tensor of ``sg`` is written before it is read in each invoke."""
-    written: set[int] = set()
-    for op in sg.operators:
-        if any(t >= 0 and sg.tensors[t].is_variable and t not in written for t in op.inputs):
-            return False
-        written.update(op.outputs)
-    return not any(t.sparsity is not None for t in sg.tensors)
-
-
-def _subgraph_key(sg: Subgraph) -> tuple:
-    """Everything a subgraph computes, without its tensors' names."""
-    tensors = tuple((t.type, tuple(t.shape), None if t.shape_signature is None else tuple(t.shape_signature), t.buffer,
-                     _quantization_key(t.quantization), t.is_variable, t.has_rank) for t in sg.tensors)
-    operators = tuple((op.opcode_index, tuple(op.inputs), tuple(op.outputs), repr(op.builtin_options),
-                       repr(op.builtin_options2), op.custom_options, op.custom_options_format, tuple(op.intermediates),
-                       tuple(op.mutating_variable_inputs)) for op in sg.operators)
-    return tensors, operators, tuple(sg.inputs), tuple(sg.outputs)
-
-
-def _quantization_key(q: Quantization | None) -> tuple | None:
-    if q is None:
-        return None
-    arrays = (q.scale, q.zero_point, q.min, q.max)
-    return tuple(None if a is None else (np.asarray(a).dtype.str, np.asarray(a).tobytes()) for a in arrays) + (
-        q.quantized_dimension,)
 
 
 def _callees(model: Model, op: Operator) -> list[int]:
