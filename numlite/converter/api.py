@@ -236,8 +236,10 @@ class TFLiteConverter:
         model.signature_defs = signatures
         optimize.add_variable_initializer(lowering)
         optimize.optimize_model(model)
-        layer_lines = layer_lines + group_in_model(model)
         quantization = quantize(model, QuantizationSettings.from_converter(self))
+        # After quantization, which makes integer LSTMs of unidirectional ones only (LiteRT has
+        # no integer bidirectional LSTM): the pairs still float are grouped.
+        layer_lines = layer_lines + group_in_model(model)
 
         report = ConversionReport(
             op_counts=dict(Counter(model.op_name(op) for _, _, op in model.iter_operators())),

@@ -119,7 +119,8 @@ def _near(readers: dict[int, list[Operator]], tensor: int, hops: int = 3) -> set
 
 
 def _groupable(model: Model, sg: Subgraph, op: Operator) -> bool:
-    """A float LSTM of rank-3 sequences with variable states and no layer normalisation."""
+    """A float LSTM of rank-3 sequences with constant float32 weights (not quantized: a hybrid
+    or integer LSTM stays as quantization made it), variable states and no layer norm."""
     o = op.builtin_options
     if o is None or getattr(o, "diagonal_recurrent_tensors", False) or len(sg.tensors[op.inputs[0]].shape) != 3:
         return False
@@ -128,8 +129,10 @@ def _groupable(model: Model, sg: Subgraph, op: Operator) -> bool:
     if not all(sg.tensors[op.inputs[k]].is_variable for k in _STATES):
         return False
     used = [t for t in op.inputs[:20] if t >= 0] + list(op.outputs)
+    weights = [t for t in op.inputs[_WEIGHTS] if t >= 0]
     return all(sg.tensors[t].type == "FLOAT32" and (sg.tensors[t].quantization is None
-                                                    or sg.tensors[t].quantization.is_empty()) for t in used)
+                                                    or sg.tensors[t].quantization.is_empty()) for t in used) \
+        and all(model.constant(sg, t) is not None for t in weights)  # not float16 weights' DEQUANTIZE
 
 
 def _time_axis(op: Operator) -> int:
