@@ -49,3 +49,19 @@ def arg_extremum(cx: SubgraphLowering, node: Node):
     if out.type not in ("INT32", "INT64"):
         raise cx.fail(node, f"output_type {out.type} is not supported (LiteRT's {op} gives INT32 or INT64)")
     return [cx.emit1(op, [x, int32_input(cx, node, 1)], out, output_type=schema.TENSOR_TYPE_CODES[out.type])]
+
+
+_SEGMENT_TYPES = ("FLOAT32", "INT32")
+
+
+@lowers("SegmentSum", "UnsortedSegmentSum", "UnsortedSegmentMax", "UnsortedSegmentMin", "UnsortedSegmentProd")
+def segment_reduction(cx: SubgraphLowering, node: Node):
+    """SEGMENT_SUM (sorted ids) or UNSORTED_SEGMENT_SUM/MAX/MIN/PROD (``num_segments`` rows)
+    over the data's rows: LiteRT takes a vector of int32 ids, one per row."""
+    data, ids = cx.input(node, 0), int32_input(cx, node, 1)
+    op = "SEGMENT_SUM" if node.op == "SegmentSum" else "UNSORTED_SEGMENT_" + node.op[len("UnsortedSegment"):].upper()
+    require_types(cx, node, data, _SEGMENT_TYPES, op)
+    if ids.rank is not None and ids.rank != 1:
+        raise cx.fail(node, f"LiteRT's {op} takes one segment id per row (a vector), not ids of rank {ids.rank}")
+    inputs = [data, ids] if node.op == "SegmentSum" else [data, ids, int32_input(cx, node, 2)]
+    return [cx.emit1(op, inputs, cx.out(node))]
