@@ -27,8 +27,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
+# This checkout's numlite (not another one installed in the environment), and the cases.
+for path in (os.path.dirname(HERE), HERE):
+    if path not in sys.path:
+        sys.path.insert(0, path)
 
 # tf_op_cases sets TensorFlow's environment before importing it.
 from tf_op_cases import CASES, LEFT_OUT, Case  # noqa: E402
