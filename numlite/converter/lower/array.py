@@ -177,6 +177,14 @@ def fill(cx: SubgraphLowering, node: Node):
     return [cx.emit1("FILL", [int32_input(cx, node, 0), cx.input(node, 1)], cx.out(node))]
 
 
+@lowers("Empty")
+def empty(cx: SubgraphLowering, node: Node):
+    """A FILL with zeros (TF's ``init=True``; without it TF leaves the contents undefined)."""
+    out = cx.out(node)
+    zero = cx.const(np.array(0, schema.numpy_type(out.type)), f"{node.name}/zero")
+    return [cx.emit1("FILL", [int32_input(cx, node, 0), zero], out)]
+
+
 @lowers("BroadcastTo")
 def broadcast_to(cx: SubgraphLowering, node: Node):
     """BROADCAST_TO an int32 shape."""
