@@ -80,9 +80,14 @@ class Result:
 
 
 def trace(case: Case) -> tuple[Any, Any]:
-    """The case's tf.function and its concrete function; the op must be in the graph."""
-    func = tf.function(case.fn, input_signature=list(case.specs), autograph=False)
-    concrete = func.get_concrete_function()
+    """The case's tf.function (within a tf.Module that tracks them, when it captures
+    variables), and its concrete function; the op must be in the graph."""
+    function = tf.function(case.fn, input_signature=list(case.specs), autograph=False)
+    concrete = function.get_concrete_function()
+    func = function
+    if case.variables:
+        func = tf.Module()
+        func.function, func.state = function, list(case.variables)
     graph_def = concrete.graph.as_graph_def()
     types = {n.op for n in graph_def.node} | {n.op for f in graph_def.library.function for n in f.node_def}
     if case.op not in types:
@@ -122,18 +127,25 @@ def operators(model: bytes) -> list[str]:
     return [m.op_name(op) for _, _, op in m.iter_operators()]
 
 
-def run_model(interpreter_class: Callable[..., Any], model: bytes, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """Resize, allocate, feed, invoke; every output in output-details order."""
+def run_model(interpreter_class: Callable[..., Any], model: bytes, case: Case) -> list[np.ndarray]:
+    """Run the model on the case's inputs, fed by name (the order of a model's input tensors
+    need not be the function's): through its signature, or (a model without one) to the input
+    tensors named after the arguments; the outputs in the function's order."""
     it = interpreter_class(model_content=model)
-    details = it.get_input_details()
-    if len(details) != len(inputs):
-        raise AssertionError(f"the model has {len(details)} inputs, the case {len(inputs)}")
-    for d, value in zip(details, inputs):
-        if tuple(d["shape"]) != value.shape:
-            it.resize_tensor_input(d["index"], value.shape)
+    feeds = {spec.name: value for spec, value in zip(case.specs, case.inputs)}
+    if it.get_signature_list():
+        results = it.get_signature_runner()(**feeds)
+        names = sorted(results, key=lambda n: (len(n), n))  # output_0, output_1, ..., output_10
+        return [np.array(results[n]) for n in names]
+    details = {d["name"].split(":")[0].rsplit("_", 1)[-1]: d for d in it.get_input_details()}
+    if sorted(details) != sorted(feeds):
+        raise AssertionError(f"the model's inputs {sorted(details)} are not the case's {sorted(feeds)}")
+    for name, value in feeds.items():
+        if tuple(details[name]["shape"]) != value.shape:
+            it.resize_tensor_input(details[name]["index"], value.shape)
     it.allocate_tensors()
-    for d, value in zip(it.get_input_details(), inputs):
-        it.set_tensor(d["index"], value)
+    for name, value in feeds.items():
+        it.set_tensor(details[name]["index"], value)
     it.invoke()
     return [np.array(it.get_tensor(d["index"])) for d in it.get_output_details()]
 
@@ -163,7 +175,7 @@ def _runs(case: Case, model: bytes, expected: Sequence[np.ndarray]) -> dict[str,
     runs = {}
     for runtime, cls in zip(RUNTIMES, (LiteRTInterpreter, numlite.Interpreter)):
         try:
-            runs[runtime] = compare(case, run_model(cls, model, case.inputs), expected)
+            runs[runtime] = compare(case, run_model(cls, model, case), expected)
         except Exception as e:  # an interpreter refusing the model is a result, not a crash
             runs[runtime] = f"fails: {type(e).__name__}: {_short(e)}"
     return runs
@@ -288,11 +300,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error(f"no cases for {sorted(wanted)}")
     start = time.perf_counter()
     results = []
+    broken = []
     for k, case in enumerate(cases):
-        results.append(sweep(case))
+        try:
+            results.append(sweep(case))
+        except Exception as e:  # the case itself is wrong (TF cannot run it, or lacks the op)
+            broken.append(f"{case.id}: {type(e).__name__}: {_short(e)}")
         print(f"[{k + 1}/{len(cases)}] {case.id}", file=sys.stderr, flush=True)
     table = markdown(results)
     print(table)
+    if broken:
+        print("\nCases that could not run (fix them in tf_op_cases.py):\n" + "\n".join(broken))
     print(f"\n{len(cases)} cases in {time.perf_counter() - start:.0f} s", file=sys.stderr)
     if args.markdown:
         with open(args.markdown, "w") as f:
