@@ -128,8 +128,9 @@ class Conv3DTranspose(_Conv3DBase):
         kd, kh, kw, out_c, in_c = w.shape
         # Every tap's contribution at once: [N, D, H, W, taps, out_c].
         per_tap = (x.reshape(-1, in_c) @ w.reshape(-1, in_c).T).reshape(x.shape[:4] + (kd * kh * kw, out_c))
-        full_size = [(n - 1) * s + (k - 1) * d + 1 for n, s, k, d in zip(x.shape[1:4], self.strides, w.shape[:3], self.dilations)]
-        full_size = [max(f, b + o) for f, b, o in zip(full_size, self.before, out.shape[1:4])]
+        full_size = [max((n - 1) * s + (k - 1) * d + 1, b + o)  # what the taps reach, or the crop
+                     for n, s, k, d, b, o in zip(x.shape[1:4], self.strides, w.shape[:3], self.dilations, self.before,
+                                                 out.shape[1:4])]
         full = scratch((x.shape[0], *full_size, out_c), np.float32, fill=0.0)
         for k, offsets in enumerate(itertools.product(range(kd), range(kh), range(kw))):
             window = tuple(slice(o * d, o * d + (n - 1) * s + 1, s)

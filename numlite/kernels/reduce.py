@@ -506,7 +506,8 @@ def _limits(dtype: np.dtype) -> np.finfo | np.iinfo:
 
 @register("SEGMENT_SUM")
 class SegmentSum(_Segments):
-    """Sorted ids; the output has ``last id + 1`` rows (known once the ids are)."""
+    """Ids that start at 0 and grow by 0 or 1 from row to row (LiteRT refuses others, gaps
+    included); the output has ``last id + 1`` rows (known once the ids are)."""
 
     combine = np.add
 
@@ -519,8 +520,8 @@ class SegmentSum(_Segments):
         return [Spec(self._shape(data.shape, ids.value), data.dtype)]
 
     def _shape(self, shape: tuple[int, ...], ids: np.ndarray) -> tuple[int, ...]:
-        if ids.size and (np.any(np.diff(ids) < 0) or ids[0] < 0):
-            raise InvokeError("segment ids must be sorted and non-negative")
+        if ids.size and (ids[0] != 0 or np.any((np.diff(ids) != 0) & (np.diff(ids) != 1))):
+            raise InvokeError(f"segment ids must start at 0 and grow by 0 or 1, got {ids.tolist()[:8]}")
         return (int(ids[-1]) + 1 if ids.size else 0,) + tuple(shape[1:])
 
     def eval(self, ins, outs):

@@ -549,25 +549,26 @@ def matrix_band_part(cx: SubgraphLowering, node: Node):
         difference = np.arange(rows)[:, None] - np.arange(cols)[None, :]
         mask = (difference <= (lower if lower >= 0 else rows)) & (-difference <= (upper if upper >= 0 else cols))
         return [cx.emit1("SELECT_V2", [cx.const(mask, f"{node.name}/mask"), x, zero], cx.out(node))]
-    name = f"{node.name}/rows"
-    count = cx.emit1("STRIDED_SLICE", [shape_tensor(cx, x, f"{name}/shape"), *(cx.const(np.array([v], np.int32), f"{name}/{w}")
-                                                                            for v, w in ((-2, "begin"), (-1, "end"), (1, "step")))],
-                     cx.spec(name, (), "INT32"), shrink_axis_mask=1)
-    index = cx.emit1("RANGE", [cx.const(np.array(0, np.int32), f"{name}/start"), count,
-                              cx.const(np.array(1, np.int32), f"{name}/delta")], cx.spec(f"{name}/index", (-1,), "INT32"))
-    column = cx.emit1("EXPAND_DIMS", [index, cx.const(np.array(-1, np.int32), f"{name}/axis")], cx.spec(f"{name}/column", (-1, 1), "INT32"))
-    difference = cx.emit1("SUB", [column, cx.const(np.arange(cols, dtype=np.int32), f"{name}/columns")],
-                          cx.spec(f"{node.name}/difference", (-1, cols), "INT32"))
+    # Rows known at run time only: the mask from i - j, i = RANGE(0, rows) as a column.
+    def scalar(value: int, what: str) -> TensorRef:
+        return cx.const(np.array(value, np.int32), f"{node.name}/{what}")
+
+    def int_spec(what: str, shape: tuple[int, ...], type_: str = "INT32"):
+        return cx.spec(f"{node.name}/{what}", shape, type_)
+
+    dims = shape_tensor(cx, x, f"{node.name}/shape")
+    slicing = [cx.const(np.array([v], np.int32), f"{node.name}/{w}") for v, w in ((-2, "begin"), (-1, "end"), (1, "step"))]
+    count = cx.emit1("STRIDED_SLICE", [dims, *slicing], int_spec("rows", ()), shrink_axis_mask=1)
+    index = cx.emit1("RANGE", [scalar(0, "start"), count, scalar(1, "delta")], int_spec("index", (-1,)))
+    column = cx.emit1("EXPAND_DIMS", [index, scalar(-1, "axis")], int_spec("column", (-1, 1)))
+    columns = cx.const(np.arange(cols, dtype=np.int32), f"{node.name}/columns")
+    difference = cx.emit1("SUB", [column, columns], int_spec("difference", (-1, cols)))
     tests = []
     if lower >= 0:
-        tests.append(cx.emit1("LESS_EQUAL", [difference, cx.const(np.array(lower, np.int32), f"{name}/lower")],
-                              cx.spec(f"{node.name}/below", (-1, cols), "BOOL")))
+        tests.append(cx.emit1("LESS_EQUAL", [difference, scalar(lower, "lower")], int_spec("below", (-1, cols), "BOOL")))
     if upper >= 0:
-        tests.append(cx.emit1("GREATER_EQUAL", [difference, cx.const(np.array(-upper, np.int32), f"{name}/upper")],
-                              cx.spec(f"{node.name}/above", (-1, cols), "BOOL")))
-    if not tests:
-        return [x]
-    mask = tests[0] if len(tests) == 1 else cx.emit1("LOGICAL_AND", tests, cx.spec(f"{node.name}/mask", (-1, cols), "BOOL"))
+        tests.append(cx.emit1("GREATER_EQUAL", [difference, scalar(-upper, "upper")], int_spec("above", (-1, cols), "BOOL")))
+    mask = tests[0] if len(tests) == 1 else cx.emit1("LOGICAL_AND", tests, int_spec("mask", (-1, cols), "BOOL"))
     return [cx.emit1("SELECT_V2", [mask, x, zero], cx.out(node))]
 
 
@@ -606,9 +607,6 @@ def einsum(cx: SubgraphLowering, node: Node):
     batch = [c for c in output if c in a and c in b]
     contract = [c for c in a if c in b and c not in output]
     free_a, free_b = [c for c in a if c not in b], [c for c in b if c not in a]
-    summed = [c for c in free_a + free_b if c not in output]
-    if summed:
-        raise cx.fail(node, f"einsum {node.attrs['equation']!r} sums {''.join(summed)} within one operand, which is not supported")
     sizes = {c: (x, a.index(c)) for c in free_a} | {c: (y, b.index(c)) for c in free_b}  # the kept axes' sources
     if y.value is not None and not batch and free_a:
         product = _einsum_dense(cx, node, (x, a), (y, b), free_a, contract, free_b, sizes)

@@ -100,7 +100,10 @@ def quantize_and_dequantize(cx: SubgraphLowering, node: Node):
     if int(node.attrs.get("axis", -1)) != -1:
         raise cx.fail(node, "a range per slice (axis != -1) is not supported")
     minimum, maximum = (float(cx.require_const(node, i, what)) for i, what in ((1, "input_min"), (2, "input_max")))
-    bits = int(cx.require_const(node, 3, "num_bits")) if node.op == "QuantizeAndDequantizeV3" else int(node.attrs.get("num_bits", 8))
+    if node.op == "QuantizeAndDequantizeV3":
+        bits = int(cx.require_const(node, 3, "num_bits"))
+    else:
+        bits = int(node.attrs.get("num_bits", 8))
     signed = bool(node.attrs.get("signed_input", True))
     if not 2 <= bits <= 8:
         raise cx.fail(node, f"num_bits={bits} is not supported (2 to 8)")

@@ -138,8 +138,9 @@ def dynamic_stitch(cx: SubgraphLowering, node: Node):
         if x.shape is None or any(d < 0 for d in x.shape[indices.ndim:]):
             raise cx.fail(node, "the data's dims after the indices' must be static")
         if indices.ndim != 1:
-            x = cx.emit1("RESHAPE", [x, cx.const(np.array((-1,) + x.shape[indices.ndim:], np.int32), f"{node.name}/rows{k}/shape")],
-                         cx.spec(f"{node.name}/rows{k}", (indices.size,) + x.shape[indices.ndim:], x.type))
+            row = x.shape[indices.ndim:]
+            shape = cx.const(np.array((-1,) + row, np.int32), f"{node.name}/rows{k}/shape")
+            x = cx.emit1("RESHAPE", [x, shape], cx.spec(f"{node.name}/rows{k}", (indices.size,) + row, x.type))
         rows.append(x)
     flat = np.concatenate([i.reshape(-1) for i in index_lists]).astype(np.int64)
     source = np.full(int(flat.max()) + 1 if flat.size else 0, -1, np.int64)
