@@ -283,9 +283,17 @@ def markdown(results: Sequence[Result]) -> str:
     return "\n".join(lines)
 
 
-def left_out_markdown() -> str:
-    return "\n".join(["| ops | why they are not swept |", "|---|---|"]
-                     + [f"| {ops} | {why} |" for ops, why in LEFT_OUT.items()])
+def notes_markdown(cases: Sequence[Case]) -> str:
+    """The cases' known official defects and numlite's extra operators, and the ops left out."""
+    lines = ["Cases whose official file does not give TF's results:", "",
+             "| case | what the official file does |", "|---|---|"]
+    lines += [f"| {c.id} | {c.official_defect} |" for c in cases if c.official_defect]
+    lines += ["", "Cases where numlite's file has more operators than the official one:", "",
+              "| case | why |", "|---|---|"]
+    lines += [f"| {c.id} | {c.more_ops} |" for c in cases if c.more_ops]
+    lines += ["", "TF ops the sweep does not try:", "", "| ops | why |", "|---|---|"]
+    lines += [f"| {ops} | {why} |" for ops, why in LEFT_OUT.items()]
+    return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -307,7 +315,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         except Exception as e:  # the case itself is wrong (TF cannot run it, or lacks the op)
             broken.append(f"{case.id}: {type(e).__name__}: {_short(e)}")
         print(f"[{k + 1}/{len(cases)}] {case.id}", file=sys.stderr, flush=True)
-    table = markdown(results)
+    table = markdown(results) + "\n\n" + notes_markdown(cases)
     print(table)
     if broken:
         print("\nCases that could not run (fix them in tf_op_cases.py):\n" + "\n".join(broken))
