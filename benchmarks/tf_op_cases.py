@@ -123,8 +123,8 @@ OFFICIAL_DEFECTS = {
     "SegmentSum[float32 constant ids with a gap]": "LiteRT's SEGMENT_SUM refuses ids that skip a value (TF makes "
                                                    "that segment a row of zeros)",
     "Lgamma[float32]": "with a dynamic batch its 56-op lowering fails to prepare (a SUB of shapes [3, 4] and [0, 4])",
-    "IsInf[float32 inf and nan]": "it compares |x| with the largest finite float32 (its constant for infinity), "
-                                  "so it finds no infinity",
+    "IsInf[float32 inf and nan]": "it compares the absolute value with the largest finite float32 (its constant "
+                                  "for infinity), so it finds no infinity",
     "ReverseV2[float32 axes [0, 2]]": "one REVERSE_V2 of non-adjacent axes, which LiteRT refuses at invoke",
     "NonMaxSuppressionV3[float32 fewer than the maximum]": "the indices stay padded to max_output_size, where TF's "
                                                           "output holds only the selected ones",
@@ -143,7 +143,7 @@ OFFICIAL_DEFECTS = {
 _PRECISION = ("numlite follows TF's kernel (its thresholds, Eigen's expm1 and log1p algorithms), which keeps the "
               "relative precision near 0 and for large x that the official converter's two or three ops lose")
 _NMS = ("TFLite's op pads its outputs to max_output_size; TF's unpadded outputs hold only the selected boxes: "
-        "numlite cuts them with a RESHAPE and a SLICE (the official file gives padded outputs)")
+        "numlite cuts them (a RESHAPE of the count, a SLICE per output); the official file keeps them padded")
 _NARROW = "TF clamps to the narrow range; QUANTIZE alone saturates at the storage type's end (a MAXIMUM first)"
 # Where numlite's file has more operators than the official one (by case, or by op for all its cases): why.
 MORE_OPS = {
@@ -1158,6 +1158,17 @@ def _misc_cases() -> None:
 
     add("XlaDynamicUpdateSlice", "float32", lambda a, b: xla.dynamic_update_slice(a, b, i32(1, 0)),
         [Arg((4, 5)), Arg((2, 5))])
+    words = Arg((4,), tf.string, value=[b"ab", b"", b"numlite", b"x y"])
+    add("StringJoin", "string", lambda a, b: tf.raw_ops.StringJoin(inputs=[a, b], separator="-"), [words, words])
+    add("StringLength", "string", raw("StringLength"), [words])
+    add("Substr", "string", raw("Substr", pos=np.int32(0), len=np.int32(2)), [words])
+    add("StaticRegexReplace", "string", raw("StaticRegexReplace", pattern="[ab]", rewrite="-"), [words])
+    add("AsString", "int32", raw("AsString"), [Arg((4,), I32)])
+    add("StringToNumber", "string", raw("StringToNumber", out_type=F32), [Arg((3,), tf.string, value=[b"1.5", b"-2", b"0"])])
+    add("StringToHashBucketFast", "string", raw("StringToHashBucketFast", num_buckets=7), [words])
+    add("RaggedTensorToTensor", "float32 row splits", lambda v, splits: tf.raw_ops.RaggedTensorToTensor(
+        shape=np.array([3, 4], np.int64), values=v, default_value=np.float32(0), row_partition_tensors=[splits],
+        row_partition_types=["ROW_SPLITS"]), [Arg((5,)), Arg((4,), I64, value=[0, 2, 2, 5])])
     add("AudioSpectrogram", "float32", raw("AudioSpectrogram", window_size=32, stride=16), [Arg((128, 1), low=-1, high=1)])
 
 
@@ -1165,10 +1176,9 @@ _misc_cases()
 
 
 LEFT_OUT.update({
-    "String ops (StringJoin, StringSplitV2, Substr, RegexReplace, AsString, StringToNumber, "
-    "StringToHashBucketFast, ReduceJoin, DecodeBase64, PrintV2, ...)":
-        "text processing: TFLite's builtins compare and hash no strings (EQUAL, NOT_EQUAL and GATHER "
-        "read them); the official converter needs Flex (SELECT_TF_OPS) for these",
+    "Other string ops (StringSplitV2, RegexReplace, ReduceJoin, DecodeBase64, EncodeBase64, PrintV2, ...)":
+        "text processing, like the string cases swept (StringJoin, Substr, StaticRegexReplace...), which the "
+        "official converter does not lower to builtins",
     "Gradients of training (Conv2DBackpropFilter, MaxPoolGrad, AvgPoolGrad, FusedBatchNormGradV3, "
     "StridedSliceGrad, ...)":
         "only in training graphs; the sweep keeps the element-wise gradients that the MLIR lowering names "
@@ -1188,11 +1198,11 @@ LEFT_OUT.update({
         "the official converter needs Flex for a lookup in a captured table (measured: LookupTableFindV2 and the "
         "table's placeholder are not lowered); numlite's importer, which reads every captured resource as a "
         "variable, stops with an AttributeError on a table (in converter/api.py, outside this work)",
-    "Ragged tensors (RaggedTensorToTensor, RaggedGather, RaggedRange, ...)":
-        "TFLite has them as custom ops (allow_custom_ops), not as builtins",
+    "Other ragged-tensor ops (RaggedGather, RaggedRange, RaggedTensorFromVariant, ...)":
+        "they take or make a ragged tensor's row partitions; RaggedTensorToTensor, which makes a dense tensor, is swept",
     "XLA ops other than XlaDynamicUpdateSlice (XlaCallModule, XlaGather, XlaConv, ...)":
-        "they appear in jit-compiled or jax2tf exports; XlaCallModule's StableHLO is another converter's "
-        "input, not a TF op",
+        "they come from jit-compiled or jax2tf exports (XlaCallModule carries a StableHLO module, not TF ops); "
+        "the MLIR legalization names XlaDynamicUpdateSlice only",
     "TF's quantized types (QuantizeV2, Dequantize of qint8, QuantizedConv2D, ...)":
         "TF1's own quantized kernels: SavedModels carry float ops with FakeQuant (which the sweep covers)",
     "Collectives and devices (CollectiveReduceV2, NcclAllReduce, TPUReplicatedInput, _Send, _Recv)":

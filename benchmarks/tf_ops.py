@@ -287,12 +287,15 @@ def notes_markdown(cases: Sequence[Case]) -> str:
     """The cases' known official defects and numlite's extra operators, and the ops left out."""
     lines = ["Cases whose official file does not give TF's results:", "",
              "| case | what the official file does |", "|---|---|"]
-    lines += [f"| {c.id} | {c.official_defect} |" for c in cases if c.official_defect]
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    lines += [f"| {c.id} | {cell(c.official_defect)} |" for c in cases if c.official_defect]
     lines += ["", "Cases where numlite's file has more operators than the official one:", "",
               "| case | why |", "|---|---|"]
-    lines += [f"| {c.id} | {c.more_ops} |" for c in cases if c.more_ops]
+    lines += [f"| {c.id} | {cell(c.more_ops)} |" for c in cases if c.more_ops]
     lines += ["", "TF ops the sweep does not try:", "", "| ops | why |", "|---|---|"]
-    lines += [f"| {ops} | {why} |" for ops, why in LEFT_OUT.items()]
+    lines += [f"| {cell(ops)} | {cell(why)} |" for ops, why in LEFT_OUT.items()]
     return "\n".join(lines)
 
 
