@@ -596,10 +596,21 @@ def test_einsum_with_constant_weights_is_a_fully_connected_layer(index):
     assert "BATCH_MATMUL" not in names
 
 
+@pytest.mark.parametrize("equation,shapes,ops", [
+    ("ij->i", [(2, 3)], ["SUM"]),
+    ("bij->b", [(2, 3, 4)], ["SUM"]),
+    ("ij,jk->i", [(2, 3), (3, 4)], ["SUM", "BATCH_MATMUL"]),
+    ("ij,kl->ik", [(2, 3), (4, 5)], ["SUM", "BATCH_MATMUL"]),
+    ("bij,bjk->b", [(2, 3, 4), (2, 4, 5)], ["SUM", "BATCH_MATMUL"]),
+])
+def test_einsums_that_sum_a_letter_of_one_operand(equation, shapes, ops):
+    """A letter in one operand only and not kept is summed over (SUM) before the product."""
+    inputs = [seeded_values(s, tf.float32, k) for k, s in enumerate(shapes)]
+    check(lambda *operands: tf.einsum(equation, *operands), [spec(*s) for s in shapes], inputs, ops)
+
+
 @pytest.mark.parametrize("equation,shapes,message", [
-    ("ij,jk->i", [(2, 3), (3, 4)], "sums"),
     ("ii,ij->ij", [(3, 3), (3, 4)], "repeats a letter"),
-    ("ij->i", [(2, 3)], "sums an axis away"),
     ("abcdij,abcdjk->abcdik", [(1, 1, 1, 2, 3, 4), (1, 1, 1, 2, 4, 5)], "BATCH_MATMUL takes 3 at most"),
 ])
 def test_unsupported_einsums_are_refused(equation, shapes, message):

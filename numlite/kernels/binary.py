@@ -4,7 +4,8 @@ Both inputs must have the same dtype (TFLite's converter inserts CASTs otherwise
 has the broadcast shape. ADD, SUB, MUL and DIV carry a fused activation.
 
 Two element-wise ops do not broadcast in LiteRT: ATAN2 (y and x of one shape) and ADD_N (any
-number of inputs of one shape and dtype, summed).
+number of inputs of one shape and dtype, summed). BITWISE_XOR and RIGHT_SHIFT take 8-, 16- and
+32-bit integers.
 """
 
 from __future__ import annotations
@@ -221,3 +222,35 @@ class AddN(Kernel):
         np.add(ins[0], ins[1], out=out)
         for x in ins[2:]:
             out += x
+
+
+# LiteRT's integer bitwise kernels: 8-, 16- and 32-bit integers, signed or not.
+BITWISE = (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32)
+
+
+class Bitwise(Binary):
+    """Integer bitwise ops; LiteRT broadcasts them (4-D at most) like the arithmetic ones."""
+
+    dtypes = BITWISE
+
+    def prepare(self, ins):
+        specs = super().prepare(ins)
+        if ins[0].shape != ins[1].shape and len(specs[0].shape) > 4:
+            raise self.fail(f"broadcasting supports 4 dimensions at most, the output has {len(specs[0].shape)}")
+        return specs
+
+
+@register("BITWISE_XOR")
+class BitwiseXor(Bitwise):
+    compute = _ufunc(np.bitwise_xor)
+
+
+@register("RIGHT_SHIFT")
+class RightShift(Bitwise):
+    """``x >> y`` with y clamped to [0, bits - 1] (LiteRT avoids C++'s undefined shifts so);
+    signed integers shift arithmetically."""
+
+    @staticmethod
+    def compute(a, b, out):
+        limit = a.dtype.itemsize * 8 - 1
+        np.right_shift(a, np.clip(b, 0, limit).astype(a.dtype), out=out)

@@ -1,4 +1,5 @@
-"""CAST: convert a tensor's elements to the dtype the model declares for the output.
+"""CAST: convert a tensor's elements to the dtype the model declares for the output (and
+BITCAST: read its bytes as that dtype).
 
 LiteRT's conversions (``CastValue`` in its cast kernel), which NumPy's ``astype`` does not all
 share:
@@ -100,3 +101,34 @@ class Cast(Kernel):
 
     def eval(self, ins, outs):
         self.cast(ins[0], outs[0])
+
+
+@register("BITCAST")
+class Bitcast(Kernel):
+    """The input's bytes read as the output's dtype (the one the model declares). A wider
+    input gains a last axis of ``in_size / out_size`` elements; a narrower one loses its last
+    axis, which must hold ``out_size / in_size`` elements."""
+
+    def prepare(self, ins):
+        self.expect_inputs(ins, 1)
+        (x,) = ins
+        runtime = self.node.runtime
+        if runtime is None:
+            raise self.fail("the output dtype is unknown")
+        self.dtype = np.dtype(runtime.dtypes[self.node.outputs[0]])
+        if x.dtype.kind in "OV" or self.dtype.kind in "OV":
+            raise self.fail(f"cannot bitcast {x.dtype.name} to {self.dtype.name}")
+        size, out_size = x.dtype.itemsize, self.dtype.itemsize
+        if size > out_size:
+            shape = x.shape + (size // out_size,)
+        elif size < out_size:
+            if not x.shape or x.shape[-1] != out_size // size:
+                raise self.fail(f"the last dimension of {x.shape} must be {out_size // size} to bitcast "
+                                f"{x.dtype.name} to {self.dtype.name}")
+            shape = x.shape[:-1]
+        else:
+            shape = x.shape
+        return [Spec(tuple(shape), self.dtype)]
+
+    def eval(self, ins, outs):
+        outs[0].reshape(-1).view(np.uint8)[...] = np.ascontiguousarray(ins[0]).reshape(-1).view(np.uint8)

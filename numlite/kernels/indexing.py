@@ -1,5 +1,5 @@
 """Indexing ops: SLICE, STRIDED_SLICE, GATHER, GATHER_ND, DYNAMIC_UPDATE_SLICE, EMBEDDING_LOOKUP,
-SCATTER_ND and ONE_HOT.
+SCATTER_ND, SPARSE_TO_DENSE and ONE_HOT.
 
 The index tensors (begin/size/end/strides) usually are constants, so prepare turns them into a
 tuple of Python slices once and eval is a single NumPy copy. When they are computed at run time
@@ -461,6 +461,44 @@ class EmbeddingLookup(Kernel):
 
 
 # ------------------------------------------------------------------------------- SCATTER_ND
+
+
+@register("SPARSE_TO_DENSE")
+class SparseToDense(Kernel):
+    """A tensor of ``output_shape`` holding ``default_value`` except at the given indices
+    (a scalar or a vector of indices into a 1-D output, or [N, rank] coordinates), which take
+    the values (one each, or one scalar for all); a later repeated index overwrites."""
+
+    DTYPES = (np.float32, np.int32, np.int64, np.int8, np.uint8)
+
+    def prepare(self, ins):
+        self.expect_inputs(ins, 4)
+        indices, shape, values, default = ins
+        self.expect_dtype(indices, *INDEX)
+        self.expect_dtype(shape, *INDEX)
+        self.expect_dtype(values, *self.DTYPES)
+        if default.dtype != values.dtype or default.size != 1:
+            raise self.fail("default_value must be one value of the values' dtype")
+        if indices.ndim > 2 or shape.ndim != 1 or values.ndim > 1:
+            raise self.fail(f"unsupported shapes: indices {indices.shape}, output_shape {shape.shape}, values {values.shape}")
+        if shape.value is None:
+            return [Spec(None, values.dtype)]
+        return [Spec(tuple(_ints(shape.value)), values.dtype)]
+
+    def eval(self, ins, outs):
+        indices, shape, values, default = ins
+        out = outs[0]
+        if out is None:
+            out = outs[0] = np.empty(tuple(_ints(shape)), values.dtype)
+        coordinates = indices.reshape(-1, 1) if indices.ndim < 2 else indices
+        if coordinates.shape[1] != out.ndim:
+            raise InvokeError(f"indices of {coordinates.shape[1]} coordinates for an output of rank {out.ndim}")
+        if values.ndim == 1 and values.shape[0] != coordinates.shape[0]:
+            raise InvokeError(f"{values.shape[0]} values for {coordinates.shape[0]} indices")
+        if coordinates.size and (coordinates.min() < 0 or np.any(coordinates.max(axis=0) >= out.shape)):
+            raise InvokeError(f"an index is out of range for the output shape {out.shape}")
+        out[...] = default.reshape(())
+        out[tuple(coordinates.T)] = values
 
 
 @register("SCATTER_ND")

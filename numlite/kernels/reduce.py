@@ -1,5 +1,5 @@
 """Reductions along axes: MEAN, SUM, REDUCE_MAX/MIN/PROD, REDUCE_ANY/ALL, ARG_MAX/ARG_MIN and
-CUMSUM.
+CUMSUM; and by segment: SEGMENT_SUM and UNSORTED_SEGMENT_SUM/MAX/MIN/PROD.
 
 The reducers take the axes as an int32 tensor (negative axes count from the end, duplicates
 count once, an empty list reduces nothing) and a ``keep_dims`` option. Like LiteRT they work
@@ -19,10 +19,11 @@ slower); a reduction over the last axis transposes first. Order does not matter 
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
+from numlite.errors import InvokeError
 from numlite.kernels import parallel
 from numlite.kernels.base import Kernel, Spec, TensorInfo, dot_into, normalize_axis, register
 from numlite.kernels.layout import transposed_copies
@@ -471,3 +472,121 @@ class Cumsum(Kernel):
             dst = [slice(None)] * x.ndim
             src[axis], dst[axis] = slice(0, n - 1), slice(1, n)
             np.cumsum(x[tuple(src)], axis=axis, dtype=x.dtype, out=out[tuple(dst)])
+
+
+# -- segments ------------------------------------------------------------------------------------
+
+
+class _Segments(Kernel):
+    """Rows of ``data`` (float32 or int32) combined into the output row their int32 segment id
+    names; a segment no row names holds ``empty(dtype)``. Integer results wrap, as in C++."""
+
+    combine: np.ufunc
+
+    @staticmethod
+    def empty(dtype: np.dtype) -> Any:
+        return 0
+
+    def _check(self, data: TensorInfo, ids: TensorInfo) -> None:
+        self.expect_dtype(data, np.float32, np.int32)
+        self.expect_dtype(ids, np.int32)
+        if ids.ndim != 1 or data.ndim < 1 or ids.shape[0] != data.shape[0]:
+            raise self.fail(f"segment ids {ids.shape} must be a vector as long as the data's first dimension {data.shape}")
+
+    def _fill(self, data: np.ndarray, ids: np.ndarray, out: np.ndarray) -> None:
+        out[...] = self.empty(out.dtype)
+        rows = ids >= 0  # negative ids are dropped, as TF does
+        with np.errstate(over="ignore"):
+            self.combine.at(out, ids[rows], data[rows])
+
+
+def _limits(dtype: np.dtype) -> np.finfo | np.iinfo:
+    return np.finfo(dtype) if dtype.kind == "f" else np.iinfo(dtype)
+
+
+@register("SEGMENT_SUM")
+class SegmentSum(_Segments):
+    """Ids that start at 0 and grow by 0 or 1 from row to row (LiteRT refuses others, gaps
+    included); the output has ``last id + 1`` rows (known once the ids are)."""
+
+    combine = np.add
+
+    def prepare(self, ins):
+        self.expect_inputs(ins, 2)
+        data, ids = ins
+        self._check(data, ids)
+        if ids.value is None:
+            return [Spec(None, data.dtype)]
+        return [Spec(self._shape(data.shape, ids.value), data.dtype)]
+
+    def _shape(self, shape: tuple[int, ...], ids: np.ndarray) -> tuple[int, ...]:
+        if ids.size and (ids[0] != 0 or np.any((np.diff(ids) != 0) & (np.diff(ids) != 1))):
+            raise InvokeError(f"segment ids must start at 0 and grow by 0 or 1, got {ids.tolist()[:8]}")
+        return (int(ids[-1]) + 1 if ids.size else 0,) + tuple(shape[1:])
+
+    def eval(self, ins, outs):
+        data, ids = ins
+        if outs[0] is None:
+            outs[0] = np.empty(self._shape(data.shape, ids), data.dtype)
+        self._fill(data, ids, outs[0])
+
+
+class _UnsortedSegments(_Segments):
+    """``num_segments`` output rows (an int32 scalar or one-element vector); ids at or past it
+    are an error."""
+
+    def prepare(self, ins):
+        self.expect_inputs(ins, 3)
+        data, ids, count = ins
+        self._check(data, ids)
+        self.expect_dtype(count, np.int32)
+        if count.size != 1:
+            raise self.fail(f"num_segments must be a single value, it has shape {count.shape}")
+        if count.value is None:
+            return [Spec(None, data.dtype)]
+        return [Spec((int(count.value.reshape(-1)[0]),) + tuple(data.shape[1:]), data.dtype)]
+
+    def eval(self, ins, outs):
+        data, ids, count = ins
+        segments = int(count.reshape(-1)[0])
+        if ids.size and ids.max() >= segments:
+            raise InvokeError(f"segment id {int(ids.max())} is not below num_segments {segments}")
+        if outs[0] is None:
+            outs[0] = np.empty((segments,) + data.shape[1:], data.dtype)
+        self._fill(data, ids, outs[0])
+
+
+@register("UNSORTED_SEGMENT_SUM")
+class UnsortedSegmentSum(_UnsortedSegments):
+    combine = np.add
+
+
+@register("UNSORTED_SEGMENT_PROD")
+class UnsortedSegmentProd(_UnsortedSegments):
+    combine = np.multiply
+
+    @staticmethod
+    def empty(dtype: np.dtype) -> Any:
+        return 1
+
+
+@register("UNSORTED_SEGMENT_MAX")
+class UnsortedSegmentMax(_UnsortedSegments):
+    """An empty segment holds the type's lowest value (C++'s ``numeric_limits::lowest``)."""
+
+    combine = np.maximum
+
+    @staticmethod
+    def empty(dtype: np.dtype) -> Any:
+        return _limits(dtype).min
+
+
+@register("UNSORTED_SEGMENT_MIN")
+class UnsortedSegmentMin(_UnsortedSegments):
+    """An empty segment holds the type's largest value."""
+
+    combine = np.minimum
+
+    @staticmethod
+    def empty(dtype: np.dtype) -> Any:
+        return _limits(dtype).max

@@ -1,6 +1,7 @@
 """Selecting elements by value: TOPK_V2 (the k largest along the last axis), WHERE with
-one input (the coordinates of the true/non-zero elements, a data-dependent shape) and UNIQUE
-(the distinct values of a vector, also data-dependent)."""
+one input (the coordinates of the true/non-zero elements, a data-dependent shape), UNIQUE
+(the distinct values of a vector, also data-dependent) and BUCKETIZE (the interval of sorted
+boundaries each value falls in)."""
 
 from __future__ import annotations
 
@@ -96,3 +97,22 @@ class Unique(Kernel):
         rank[order] = np.arange(order.size)
         outs[0] = x[first[order]]
         outs[1][...] = rank[inverse.reshape(-1)]
+
+
+@register("BUCKETIZE")
+class Bucketize(Kernel):
+    """For each value, how many of the (sorted) boundaries are at or below it: bucket i holds
+    [boundaries[i - 1], boundaries[i]). int32 output; float32, float64, int32, int64 input."""
+
+    def prepare(self, ins):
+        self.expect_inputs(ins, 1)
+        (x,) = ins
+        self.expect_dtype(x, np.float32, np.float64, np.int32, np.int64)
+        boundaries = getattr(self.options, "boundaries", None)
+        self.boundaries = np.zeros(0, np.float32) if boundaries is None else np.asarray(boundaries, np.float32)
+        if np.any(np.diff(self.boundaries) < 0):
+            raise self.fail("the boundaries must be sorted")
+        return [Spec(x.shape, np.dtype(np.int32))]
+
+    def eval(self, ins, outs):
+        outs[0][...] = np.searchsorted(self.boundaries, ins[0], side="right")

@@ -1,5 +1,5 @@
 """Ops that make or re-view tensors from shapes: RESHAPE, SQUEEZE, EXPAND_DIMS, SHAPE,
-BROADCAST_TO, FILL, ZEROS_LIKE and RANGE.
+BROADCAST_TO, BROADCAST_ARGS, FILL, ZEROS_LIKE and RANGE.
 
 RESHAPE, SQUEEZE and EXPAND_DIMS only copy the data into an output of another shape. Several
 of these ops take their output shape from an input's *value* (RESHAPE's shape tensor,
@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import numpy as np
 
-from numlite.kernels.base import Kernel, Spec, TensorInfo, copy_into, nothing, register
+from numlite.kernels.base import Kernel, Spec, TensorInfo, broadcast_shape, copy_into, nothing, register
 
 # TensorType codes SHAPE's out_type may name.
 _OUT_TYPES = {2: np.dtype(np.int32), 4: np.dtype(np.int64)}
@@ -270,3 +270,20 @@ class Range(Kernel):
         out[0] = ins[0][()]
         with np.errstate(over="ignore"):
             np.add.accumulate(out, out=out)
+
+
+@register("BROADCAST_ARGS")
+class BroadcastArgs(Kernel):
+    """The shape two shapes broadcast to (1-D int32 or int64 inputs of one dtype)."""
+
+    def prepare(self, ins):
+        self.expect_inputs(ins, 2)
+        a, b = ins
+        _int_vector(self, a, "s0")
+        _int_vector(self, b, "s1")
+        if a.dtype != b.dtype:
+            raise self.fail(f"the shapes have different dtypes: {a.dtype.name} and {b.dtype.name}")
+        return [Spec((max(a.shape[0], b.shape[0]),), a.dtype)]
+
+    def eval(self, ins, outs):
+        outs[0][...] = broadcast_shape(tuple(ins[0].tolist()), tuple(ins[1].tolist()))

@@ -201,6 +201,11 @@ _OPTIONS_OF_OP: dict[str, str | None] = {
     "DEPTH_TO_SPACE": "DepthToSpaceOptions",
     "SPACE_TO_DEPTH": "SpaceToDepthOptions",
     "EMBEDDING_LOOKUP": None,
+    "CONV_3D": "Conv3DOptions",
+    "CONV_3D_TRANSPOSE": "Conv3DOptions",
+    "RANDOM_UNIFORM": "RandomOptions",
+    "RANDOM_STANDARD_NORMAL": "RandomOptions",
+    "MULTINOMIAL": "RandomOptions",
 }
 
 

@@ -125,11 +125,18 @@ def expand_dims(cx: SubgraphLowering, node: Node):
     return [cx.emit1("EXPAND_DIMS", [cx.input(node, 0), int32_input(cx, node, 1)], cx.out(node))]
 
 
-@lowers("Shape")
+@lowers("Shape", "ShapeN")
 def shape(cx: SubgraphLowering, node: Node):
-    """SHAPE of TF's out_type (int32 or int64)."""
-    out = cx.out(node)
-    return [cx.emit1("SHAPE", [cx.input(node, 0)], out, out_type=schema.TENSOR_TYPE_CODES[out.type])]
+    """SHAPE of TF's out_type (int32 or int64), one per input (ShapeN has several); a static
+    shape is a constant."""
+    shapes = []
+    for i, x in enumerate(cx.inputs(node)):
+        out = cx.out(node, i)
+        if x.is_static:
+            shapes.append(cx.const(np.array(x.shape, schema.numpy_type(out.type)), out.name))
+        else:
+            shapes.append(cx.emit1("SHAPE", [x], out, out_type=schema.TENSOR_TYPE_CODES[out.type]))
+    return shapes
 
 
 @lowers("Size")
@@ -170,6 +177,14 @@ def fill(cx: SubgraphLowering, node: Node):
     return [cx.emit1("FILL", [int32_input(cx, node, 0), cx.input(node, 1)], cx.out(node))]
 
 
+@lowers("Empty")
+def empty(cx: SubgraphLowering, node: Node):
+    """A FILL with zeros (TF's ``init=True``; without it TF leaves the contents undefined)."""
+    out = cx.out(node)
+    zero = cx.const(np.array(0, schema.numpy_type(out.type)), f"{node.name}/zero")
+    return [cx.emit1("FILL", [int32_input(cx, node, 0), zero], out)]
+
+
 @lowers("BroadcastTo")
 def broadcast_to(cx: SubgraphLowering, node: Node):
     """BROADCAST_TO an int32 shape."""
@@ -195,11 +210,13 @@ def transpose_op(cx: SubgraphLowering, node: Node):
     return [cx.emit1("TRANSPOSE", [x, int32_input(cx, node, 1)], cx.out(node))]
 
 
-@lowers("ConcatV2")
+@lowers("ConcatV2", "Concat")
 def concat(cx: SubgraphLowering, node: Node):
-    """CONCATENATION along a constant axis (one input is passed through)."""
-    values = [cx.input(node, i) for i in range(len(node.inputs) - 1)]
-    axis = const_axis(cx, node, len(node.inputs) - 1, values[0].rank)
+    """CONCATENATION along a constant axis (one input is passed through). The axis is the
+    last input of ConcatV2, the first of TF1's Concat."""
+    first, count = (1, len(node.inputs) - 1) if node.op == "Concat" else (0, len(node.inputs) - 1)
+    values = [cx.input(node, first + i) for i in range(count)]
+    axis = const_axis(cx, node, 0 if node.op == "Concat" else count, values[0].rank)
     if len(values) == 1:
         return values
     return [cx.emit1("CONCATENATION", values, cx.out(node), axis=axis)]
@@ -428,14 +445,20 @@ def depth_space(cx: SubgraphLowering, node: Node):
     return [cx.emit1(op, [x], cx.out(node), block_size=int(node.attrs["block_size"]))]
 
 
-@lowers("SpaceToBatchND", "BatchToSpaceND")
+@lowers("SpaceToBatchND", "BatchToSpaceND", "SpaceToBatch", "BatchToSpace")
 def space_batch(cx: SubgraphLowering, node: Node):
     """LiteRT takes [batch, spatial..., channels] inputs with one or two spatial dims: dims
-    after the blocked ones are merged into the channels (they must be static for that)."""
+    after the blocked ones are merged into the channels (they must be static for that).
+    TF1's SpaceToBatch and BatchToSpace have two spatial dims and one block_size for both."""
     from numlite.converter.lower.nn import reshape  # here: nn imports this module
 
-    x, block, pads = cx.input(node, 0), int32_input(cx, node, 1), int32_input(cx, node, 2)
-    op = "SPACE_TO_BATCH_ND" if node.op == "SpaceToBatchND" else "BATCH_TO_SPACE_ND"
+    x = cx.input(node, 0)
+    if node.op in ("SpaceToBatch", "BatchToSpace"):
+        size = int(node.attrs["block_size"])
+        block, pads = cx.const(np.array([size, size], np.int32), f"{node.name}/block"), int32_input(cx, node, 1)
+    else:
+        block, pads = int32_input(cx, node, 1), int32_input(cx, node, 2)
+    op = "SPACE_TO_BATCH_ND" if node.op.startswith("SpaceToBatch") else "BATCH_TO_SPACE_ND"
     if x.rank is None or block.shape is None or block.shape[0] < 0:
         raise cx.fail(node, "the input rank and the number of block dims must be known")
     spatial = block.shape[0]
@@ -509,6 +532,46 @@ def matrix_set_diag(cx: SubgraphLowering, node: Node):
     return [cx.emit1("MATRIX_SET_DIAG", [x, diagonal], cx.out(node))]
 
 
+@lowers("MatrixBandPart")
+def matrix_band_part(cx: SubgraphLowering, node: Node):
+    """The band of each matrix (rows i, columns j with ``i - j <= num_lower`` and ``j - i <=
+    num_upper``; a negative bound keeps that whole triangle), zeros elsewhere: one SELECT_V2
+    against a constant mask, or a mask computed from the run-time number of rows."""
+    x = cx.input(node, 0)
+    if x.rank is None or x.rank < 2 or x.shape[-1] < 0:
+        raise cx.fail(node, "the input needs a known rank of at least 2 and a static number of columns")
+    lower, upper = (int(cx.require_const(node, i, what)) for i, what in ((1, "num_lower"), (2, "num_upper")))
+    if lower < 0 and upper < 0:
+        return [x]
+    zero = cx.const(np.array(0, schema.numpy_type(x.type)), f"{node.name}/zero")
+    rows, cols = x.shape[-2], x.shape[-1]
+    if rows >= 0:
+        difference = np.arange(rows)[:, None] - np.arange(cols)[None, :]
+        mask = (difference <= (lower if lower >= 0 else rows)) & (-difference <= (upper if upper >= 0 else cols))
+        return [cx.emit1("SELECT_V2", [cx.const(mask, f"{node.name}/mask"), x, zero], cx.out(node))]
+    # Rows known at run time only: the mask from i - j, i = RANGE(0, rows) as a column.
+    def scalar(value: int, what: str) -> TensorRef:
+        return cx.const(np.array(value, np.int32), f"{node.name}/{what}")
+
+    def int_spec(what: str, shape: tuple[int, ...], type_: str = "INT32"):
+        return cx.spec(f"{node.name}/{what}", shape, type_)
+
+    dims = shape_tensor(cx, x, f"{node.name}/shape")
+    slicing = [cx.const(np.array([v], np.int32), f"{node.name}/{w}") for v, w in ((-2, "begin"), (-1, "end"), (1, "step"))]
+    count = cx.emit1("STRIDED_SLICE", [dims, *slicing], int_spec("rows", ()), shrink_axis_mask=1)
+    index = cx.emit1("RANGE", [scalar(0, "start"), count, scalar(1, "delta")], int_spec("index", (-1,)))
+    column = cx.emit1("EXPAND_DIMS", [index, scalar(-1, "axis")], int_spec("column", (-1, 1)))
+    columns = cx.const(np.arange(cols, dtype=np.int32), f"{node.name}/columns")
+    difference = cx.emit1("SUB", [column, columns], int_spec("difference", (-1, cols)))
+    tests = []
+    if lower >= 0:
+        tests.append(cx.emit1("LESS_EQUAL", [difference, scalar(lower, "lower")], int_spec("below", (-1, cols), "BOOL")))
+    if upper >= 0:
+        tests.append(cx.emit1("GREATER_EQUAL", [difference, scalar(-upper, "upper")], int_spec("above", (-1, cols), "BOOL")))
+    mask = tests[0] if len(tests) == 1 else cx.emit1("LOGICAL_AND", tests, int_spec("mask", (-1, cols), "BOOL"))
+    return [cx.emit1("SELECT_V2", [mask, x, zero], cx.out(node))]
+
+
 @lowers("Cumsum")
 def cumsum(cx: SubgraphLowering, node: Node):
     """CUMSUM along an int32 axis, exclusive and/or reversed."""
@@ -527,17 +590,16 @@ def einsum(cx: SubgraphLowering, node: Node):
     no axis is batched) between TRANSPOSE/RESHAPE ops, or a TRANSPOSE for one operand.
 
     Each letter shared by both operands is a batch axis (kept in the output) or contracted
-    (not kept); a letter of one operand must be kept: equations that sum an axis of a single
-    operand or take a diagonal (a letter repeated in one term) are refused. Batch axes of size
-    1 broadcast (``...`` in TF), as in BATCH_MATMUL.
+    (not kept); a letter of one operand that is not kept is summed over first (a SUM).
+    Equations that take a diagonal (a letter repeated in one term) are refused. Batch axes of
+    size 1 broadcast (``...`` in TF), as in BATCH_MATMUL.
     """
     operands = cx.inputs(node)
     for x in operands:
         require_types(cx, node, x, ("FLOAT32",), "BATCH_MATMUL")
     terms, output = _einsum_terms(cx, node, operands)
+    operands, terms = _sum_own_axes(cx, node, operands, terms, output)
     if len(operands) == 1:
-        if sorted(terms[0]) != sorted(output):
-            raise cx.fail(node, f"einsum {node.attrs['equation']!r} sums an axis away, which is not supported")
         return [_permuted(cx, node, operands[0], terms[0], output)]
     (a, b), (x, y) = terms, operands
     if x.value is not None and y.value is None:  # the constant second: it may become weights
@@ -545,9 +607,6 @@ def einsum(cx: SubgraphLowering, node: Node):
     batch = [c for c in output if c in a and c in b]
     contract = [c for c in a if c in b and c not in output]
     free_a, free_b = [c for c in a if c not in b], [c for c in b if c not in a]
-    summed = [c for c in free_a + free_b if c not in output]
-    if summed:
-        raise cx.fail(node, f"einsum {node.attrs['equation']!r} sums {''.join(summed)} within one operand, which is not supported")
     sizes = {c: (x, a.index(c)) for c in free_a} | {c: (y, b.index(c)) for c in free_b}  # the kept axes' sources
     if y.value is not None and not batch and free_a:
         product = _einsum_dense(cx, node, (x, a), (y, b), free_a, contract, free_b, sizes)
@@ -556,6 +615,25 @@ def einsum(cx: SubgraphLowering, node: Node):
             raise cx.fail(node, f"einsum {node.attrs['equation']!r} has {len(batch)} batch axes; BATCH_MATMUL takes 3 at most")
         product = _einsum_batch_matmul(cx, node, (x, a), (y, b), batch, free_a, contract, free_b, sizes)
     return [_permuted(cx, node, product, batch + free_a + free_b, output)]
+
+
+def _sum_own_axes(cx: SubgraphLowering, node: Node, operands: list[TensorRef], terms: list[str],
+                  output: str) -> tuple[list[TensorRef], list[str]]:
+    """Each operand summed (SUM) over its letters that are neither kept nor in the other
+    operand, and the terms without them."""
+    summed_operands, summed_terms = [], []
+    for k, (x, term) in enumerate(zip(operands, terms)):
+        others = "".join(t for j, t in enumerate(terms) if j != k)
+        axes = [i for i, c in enumerate(term) if c not in output and c not in others]
+        if axes:
+            kept = "".join(c for i, c in enumerate(term) if i not in axes)
+            shape = tuple(d for i, d in enumerate(x.shape) if i not in axes)
+            spec = cx.out(node) if len(operands) == 1 and kept == output else cx.spec(f"{node.name}/sum{k}", shape, x.type)
+            x = cx.emit1("SUM", [x, cx.const(np.array(axes, np.int32), f"{node.name}/sum{k}/axes")], spec, keep_dims=False)
+            term = kept
+        summed_operands.append(x)
+        summed_terms.append(term)
+    return summed_operands, summed_terms
 
 
 def _einsum_terms(cx: SubgraphLowering, node: Node, operands: list[TensorRef]) -> tuple[list[str], str]:
@@ -677,3 +755,9 @@ def _merged_reshape(cx: SubgraphLowering, x: TensorRef, groups: list[list[tuple[
             pieces.append(product)
         target = cx.emit1("CONCATENATION", pieces, cx.spec(f"{name}/shape", (len(groups),), "INT32"), axis=0)
     return cx.emit1("RESHAPE", [x, target], cx.spec(name, static, x.type))
+
+
+@lowers("BroadcastArgs")
+def broadcast_args(cx: SubgraphLowering, node: Node):
+    """BROADCAST_ARGS of two int32 or int64 shapes."""
+    return [cx.emit1("BROADCAST_ARGS", cx.inputs(node), cx.out(node))]

@@ -37,6 +37,7 @@ NUMBERS = ("FLOAT32", "INT32", "INT64")
 INTEGERS = ("INT32", "INT64")
 BOOL = ("BOOL",)
 STRING = ("STRING",)
+BITWISE = ("INT8", "UINT8", "INT16", "UINT16", "INT32", "UINT32")
 
 # TF op -> (TFLite builtin, the input types LiteRT's kernel takes).
 _BINARY = {
@@ -47,7 +48,8 @@ _BINARY = {
     "Less": ("LESS", NUMBERS), "LessEqual": ("LESS_EQUAL", NUMBERS), "Greater": ("GREATER", NUMBERS),
     "GreaterEqual": ("GREATER_EQUAL", NUMBERS), "Equal": ("EQUAL", NUMBERS + BOOL + STRING),
     "NotEqual": ("NOT_EQUAL", NUMBERS + BOOL + STRING), "LogicalAnd": ("LOGICAL_AND", BOOL),
-    "LogicalOr": ("LOGICAL_OR", BOOL),
+    "LogicalOr": ("LOGICAL_OR", BOOL), "BitwiseXor": ("BITWISE_XOR", BITWISE),
+    "RightShift": ("RIGHT_SHIFT", BITWISE),
 }  # fmt: skip
 
 _UNARY = {
@@ -174,11 +176,45 @@ def atan2(cx: SubgraphLowering, node: Node):
 
 @lowers("BiasAdd", "BiasAddV1")
 def bias_add(cx: SubgraphLowering, node: Node):
-    if node.attrs.get("data_format", "NHWC") not in ("NHWC", "N...C"):
-        raise cx.fail(node, f"data_format {node.attrs['data_format']} is not supported (only channels-last)")
-    x = cx.input(node, 0)
+    """ADD; channels-first (NCHW) adds the bias reshaped to [C, 1, ...], which broadcasts
+    along the channel axis (a constant bias is reshaped at conversion time)."""
+    x, bias = cx.input(node, 0), cx.input(node, 1)
     require_types(cx, node, x, NUMBERS, "ADD")
-    return [cx.emit1("ADD", cx.inputs(node), cx.out(node))]
+    data_format = node.attrs.get("data_format", "NHWC")
+    if data_format in ("NCHW", "NC..."):
+        if x.rank is None:
+            raise cx.fail(node, "a channels-first BiasAdd needs an input of known rank")
+        channels = bias.shape[0] if bias.shape and bias.shape[0] >= 0 else -1
+        bias = reshape(cx, bias, (channels,) + (1,) * (x.rank - 2), f"{node.name}/bias")
+    elif data_format not in ("NHWC", "N...C"):
+        raise cx.fail(node, f"data_format {data_format} is not supported")
+    return [cx.emit1("ADD", [x, bias], cx.out(node))]
+
+
+@lowers("DivNoNan", "MulNoNan")
+def no_nan(cx: SubgraphLowering, node: Node):
+    """``x / y`` (``x * y``) with 0 where y is 0, whatever x is (inf and NaN included)."""
+    x, y = _float_input(cx, node, 0), _float_input(cx, node, 1)
+    c = Composer(cx, node)
+    zero = c.const(0.0)
+    result = c.op("DIV" if node.op == "DivNoNan" else "MUL", x, y)
+    return [c.select(c.test("EQUAL", y, zero, shape=y.shape), zero, result)]
+
+
+@lowers("Xdivy", "Xlogy", "Xlog1py")
+def x_times(cx: SubgraphLowering, node: Node):
+    """``x / y``, ``x * log(y)``, ``x * log1p(y)``, with 0 where x is 0 (even for y 0 or NaN).
+    log1p is LOG(1 + y): its absolute error (below 1e-7 times |x|) is what a product with x
+    keeps; TFLite's own lowering of Xlog1py is the same."""
+    x, y = _float_input(cx, node, 0), _float_input(cx, node, 1)
+    c = Composer(cx, node)
+    zero = c.const(0.0)
+    if node.op == "Xdivy":
+        result = c.op("DIV", x, y)
+    else:
+        argument = y if node.op == "Xlogy" else c.op("ADD", y, c.const(1.0), shape=y.shape)
+        result = c.op("MUL", x, c.op("LOG", argument, shape=y.shape))
+    return [c.select(c.test("EQUAL", x, zero, shape=x.shape), zero, result)]
 
 
 @lowers("AddN")
@@ -576,13 +612,24 @@ def cast(cx: SubgraphLowering, node: Node):
     return [cx.emit1("CAST", [x], out)]
 
 
+@lowers("Bitcast")
+def bitcast(cx: SubgraphLowering, node: Node):
+    """BITCAST: the bytes read as the output type (its shape gains or loses a last axis when
+    the element sizes differ, as in TF)."""
+    x = cx.input(node, 0)
+    out = cx.out(node)
+    if x.type == out.type:
+        return [x]
+    return [cx.emit1("BITCAST", [x], out)]
+
+
 @lowers("Select", "SelectV2")
 def select(cx: SubgraphLowering, node: Node):
     """SELECT_V2, which broadcasts. TF1's Select with a vector condition picks whole rows of
-    higher-rank inputs: the condition is reshaped to broadcast along the first axis."""
+    higher-rank inputs, as LiteRT's SELECT does."""
     cond, a, b = cx.inputs(node)
     if node.op == "Select" and (cond.rank is None or a.rank is None):
         raise cx.fail(node, "Select needs inputs of known rank (a vector condition picks rows)")
     if node.op == "Select" and cond.rank == 1 and a.rank > 1:
-        cond = reshape(cx, cond, (-1,) + (1,) * (a.rank - 1), f"{node.name}/condition")
+        return [cx.emit1("SELECT", [cond, a, b], cx.out(node))]
     return [cx.emit1("SELECT_V2", [cond, a, b], cx.out(node))]

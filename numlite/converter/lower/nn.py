@@ -121,10 +121,50 @@ def transpose_conv(cx: SubgraphLowering, node: Node):
                      padding=_PADDING[padding], stride_h=strides[1], stride_w=strides[2])]
 
 
-@lowers("MatMul")
+def _window_3d(node: Node) -> dict[str, int]:
+    """Strides and dilations of a 3-D convolution (NDHWC), as TFLite options."""
+    strides, dilations = node.attrs.get("strides", [1] * 5), node.attrs.get("dilations", [1] * 5)
+    options = {}
+    for k, axis in enumerate("dhw", start=1):
+        options[f"stride_{axis}"] = strides[k]
+        options[f"dilation_{axis}_factor"] = dilations[k]
+    return options
+
+
+def _same_or_valid(cx: SubgraphLowering, node: Node) -> int:
+    padding = node.attrs.get("padding", "VALID")
+    if padding not in _PADDING:
+        raise cx.fail(node, f"padding {padding!r} is not supported")
+    return _PADDING[padding]
+
+
+@lowers("Conv3D")
+def conv3d(cx: SubgraphLowering, node: Node):
+    """CONV_3D: TF's [kd, kh, kw, in, out] filters are TFLite's layout already."""
+    _channels_last(cx, node)
+    x, w = cx.input(node, 0), cx.input(node, 1)
+    _float32(cx, node, x, w)
+    if x.rank != 5:
+        raise cx.fail(node, "the input must be NDHWC (rank 5)")
+    return [cx.emit1("CONV_3D", [x, w], cx.out(node), padding=_same_or_valid(cx, node), **_window_3d(node))]
+
+
+@lowers("Conv3DBackpropInputV2")
+def conv3d_transpose(cx: SubgraphLowering, node: Node):
+    """CONV_3D_TRANSPOSE: TF's filter [kd, kh, kw, out's channels, input's channels] is
+    TFLite's layout already; the output shape becomes int32."""
+    _channels_last(cx, node)
+    w, x = cx.input(node, 1), cx.input(node, 2)
+    _float32(cx, node, x, w)
+    return [cx.emit1("CONV_3D_TRANSPOSE", [int32_input(cx, node, 0), w, x], cx.out(node),
+                     padding=_same_or_valid(cx, node), **_window_3d(node))]
+
+
+@lowers("MatMul", "SparseMatMul")
 def matmul(cx: SubgraphLowering, node: Node):
     """FULLY_CONNECTED when ``b`` is a constant (the weights), else (or when ``a`` is to be
-    transposed, which BATCH_MATMUL does without an extra TRANSPOSE) BATCH_MATMUL."""
+    transposed, which BATCH_MATMUL does without an extra TRANSPOSE) BATCH_MATMUL. (TF1's
+    SparseMatMul is a MatMul whose sparsity flags only choose a kernel.)"""
     a, b = cx.input(node, 0), cx.input(node, 1)
     _float32(cx, node, a, b)
     transpose_a, transpose_b = bool(node.attrs.get("transpose_a")), bool(node.attrs.get("transpose_b"))
