@@ -1196,8 +1196,8 @@ LEFT_OUT.update({
         "not computation of a model: the input pipeline and the training loop's side effects",
     "Hash tables (HashTableV2, LookupTableFindV2, LookupTableImportV2, InitializeTableV2, ...)":
         "the official converter needs Flex for a lookup in a captured table (measured: LookupTableFindV2 and the "
-        "table's placeholder are not lowered); numlite's importer, which reads every captured resource as a "
-        "variable, stops with an AttributeError on a table (in converter/api.py, outside this work)",
+        "table's placeholder are not lowered); numlite refuses a captured table with a ConversionError naming "
+        "it and its readers (tests/test_convert_api.py)",
     "Other ragged-tensor ops (RaggedGather, RaggedRange, RaggedTensorFromVariant, ...)":
         "they take or make a ragged tensor's row partitions; RaggedTensorToTensor, which makes a dense tensor, is swept",
     "XLA ops other than XlaDynamicUpdateSlice (XlaCallModule, XlaGather, XlaConv, ...)":

@@ -367,3 +367,13 @@ def test_a_subgraph_whose_variable_tensor_carries_state_is_not_shared():
         remove_dead_code(m)
     assert len(stateful.subgraphs) == 2 and [s.subgraph_index for s in stateful.signature_defs] == [0, 1]
     assert len(stateless.subgraphs) == 1 and [s.subgraph_index for s in stateless.signature_defs] == [0, 0]
+
+
+def test_a_captured_resource_that_is_not_a_variable_is_refused_by_name():
+    """A lookup table captured by the function (the official converter needs Flex for it)."""
+    keys, values = tf.constant([1, 2, 3], tf.int64), tf.constant([10.0, 20.0, 30.0])
+    table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(keys, values), -1.0)
+    lookup = tf.function(lambda x: table.lookup(x), input_signature=[tf.TensorSpec([None], tf.int64)])
+    converter = numlite.TFLiteConverter.from_concrete_functions([lookup.get_concrete_function()], table)
+    with pytest.raises(numlite.ConversionError, match="not a variable.*LookupTableFindV2"):
+        converter.convert()

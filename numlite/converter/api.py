@@ -283,6 +283,12 @@ def _import(key: str, func: Any, variables: dict[int, Variable]) -> tuple[Graph,
     consts: dict[Value, Value] = {}
     for placeholder, external in zip(graph.captured, captured):
         if placeholder.dtype == "resource":
+            if not _is_variable(external):
+                readers = sorted({f"{n.name} ({n.op})" for n in graph.nodes if placeholder in n.inputs})
+                raise ConversionError(
+                    f"function {key!r} captures resource {placeholder.node.name!r}, which is not a variable (a "
+                    f"lookup table or another TF resource), read by {', '.join(readers[:3]) or 'no node'}: numlite "
+                    "converts resource variables only")
             if id(external) not in variables:
                 variables[id(external)] = Variable(_unique_name(names.get(id(external)), variables), _read(external))
             roots[placeholder] = variables[id(external)]
@@ -395,6 +401,12 @@ def _unique_name(name: str | None, variables: dict[int, Variable]) -> str:
     while name in taken:
         name, k = f"{base}_{k}", k + 1
     return name
+
+
+def _is_variable(handle: Any) -> bool:
+    """Whether an eager resource handle is a variable's (its handle data says its dtype)."""
+    data = resource_variable_ops.get_eager_safe_handle_data(handle)
+    return data is not None and bool(getattr(data, "is_set", True)) and len(data.shape_and_type) > 0
 
 
 def _read(handle: Any) -> np.ndarray:
