@@ -102,16 +102,13 @@ def _conv1d(K: Any, x: Any, name: str) -> dict[str, Any]:
     return {name: K.layers.LSTM(4, name=name)(y)}
 
 
-def _swap_batch_and_time(t: Any) -> Any:
-    import tensorflow as tf  # here, not in a closure: Keras deep-copies a Lambda's function
-
-    return tf.transpose(t, [1, 0, 2])
-
-
 def _time_major(K: Any, x: Any, name: str) -> dict[str, Any]:
-    y = K.layers.Lambda(_swap_batch_and_time, name=f"{name}_in")(x)
-    y = K.layers.LSTM(7, time_major=True, return_sequences=True, name=f"{name}_lstm")(y)
-    return {name: K.layers.Lambda(_swap_batch_and_time, name=name)(y)}
+    """tf_keras's time-major LSTM between transposes (TF ops on Keras tensors, which a .keras
+    file stores by name, unlike a Lambda's Python code), named by a linear activation."""
+    import tensorflow as tf
+
+    y = K.layers.LSTM(7, time_major=True, return_sequences=True, name=f"{name}_lstm")(tf.transpose(x, [1, 0, 2]))
+    return {name: K.layers.Activation("linear", name=name)(tf.transpose(y, [1, 0, 2]))}
 
 
 def _masked(K: Any, x: Any, name: str) -> dict[str, Any]:

@@ -377,3 +377,26 @@ def test_a_captured_resource_that_is_not_a_variable_is_refused_by_name():
     converter = numlite.TFLiteConverter.from_concrete_functions([lookup.get_concrete_function()], table)
     with pytest.raises(numlite.ConversionError, match="not a variable.*LookupTableFindV2"):
         converter.convert()
+
+
+@pytest.mark.parametrize("flavor", ["keras3", "tf_keras"])
+def test_cli_loads_a_keras_file_with_the_keras_that_saved_it_and_lambdas_only_when_asked(flavor, tmp_path, capsys):
+    """A .keras file written by tf_keras (Keras 2) is loaded by tf_keras, one written by Keras 3
+    by Keras 3; a Lambda layer's Python code runs only with --no-safe-mode (Keras's safe_mode)."""
+    if flavor == "tf_keras":
+        import tf_keras as keras_module
+    else:
+        import keras as keras_module
+    keras_module.utils.set_random_seed(0)
+    x = keras_module.Input((5,))
+    double = keras_module.layers.Lambda(lambda t: t * 2.0)  # stored as Python bytecode
+    model = keras_module.Model(x, double(keras_module.layers.Dense(3)(x)))
+    path = str(tmp_path / "lambda.keras")
+    model.save(path)
+    assert cli(["convert", path]) == 1
+    assert "--no-safe-mode" in capsys.readouterr().err
+    assert cli(["convert", path, "--no-safe-mode"]) == 0
+    values = seeded_values((2, 5), tf.float32, 7)
+    for run in (run_numlite, run_litert):
+        assert_close(run(open(f"{path}.tflite", "rb").read(), [values])[0], np.asarray(model(values)))
+    assert cli(["convert", str(tmp_path), "--no-safe-mode"]) == 1  # a folder is no Keras file

@@ -68,7 +68,7 @@ LOOPS = {
     "lstm_relu": (lambda x: L.LSTM(4, activation="relu")(x), "does not compute Keras's LSTM cell"),
     "lstm_hard_sigmoid": (lambda x: L.LSTM(4, recurrent_activation="hard_sigmoid")(x),
                           "does not compute Keras's LSTM cell"),
-    "masked": (lambda x: L.LSTM(4)(L.Masking(0.0)(x)), "does not read one list"),
+    "masked": (lambda x: L.LSTM(4)(L.Masking(0.0)(x)), "not fused: it is masked"),
     "simple_rnn": (lambda x: L.SimpleRNN(4)(x), "loop variables"),
 }
 ALL = {**{k: v[0] for k, v in FUSED.items()}, **{k: v[0] for k, v in LOOPS.items()}}

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tf_keras
-from helpers import all_op_names, assert_close, litert_interpreter, seeded_values
+from helpers import all_op_names, assert_close, litert_interpreter, run_litert, run_numlite, seeded_values
 
 import numlite
 import numlite.fusion
@@ -183,12 +183,23 @@ def _reorder(actual_order: list[int], expected_order: list[int]) -> list[int]:
     return [mapping[k] for k in range(len(actual_order))]
 
 
-def test_masked_tf_keras_lstm_is_refused_naming_the_function():
+def test_masked_tf_keras_lstm_is_a_loop_and_the_report_says_why():
+    """The fused op cannot skip masked steps: the fusion declines the function, which is inlined
+    as tf_keras wrote it (a WHILE loop) and gives Keras's results."""
+    tf_keras.utils.set_random_seed(3)
     inputs = tf_keras.Input((STEPS,), batch_size=2, dtype="int32")
     x = tf_keras.layers.Embedding(10, FEATURES, mask_zero=True)(inputs)
     keras_model = tf_keras.Model(inputs, tf_keras.layers.LSTM(4)(x))
-    with pytest.raises(numlite.ConversionError, match=r"standard_lstm.*mask.*not fused"):
-        numlite.TFLiteConverter.from_keras_model(keras_model).convert()
+    converter = numlite.TFLiteConverter.from_keras_model(keras_model)
+    data = converter.convert()
+    ops = all_op_names(data)
+    assert "WHILE" in ops and "UNIDIRECTIONAL_SEQUENCE_LSTM" not in ops, ops
+    assert any("standard_lstm" in line and "not fused: it is masked" in line for line in converter.report.layers), \
+        converter.report.layers
+    ids = np.array([[3, 1, 0, 0, 0], [4, 2, 7, 9, 0]], np.int32)[:, :STEPS]  # masked trailing steps
+    expected = keras_model(ids).numpy()
+    for run in (run_litert, run_numlite):
+        assert_close(run(data, [ids])[0], expected)
 
 
 # -- bring your own LSTM: the spec's LSTMCellSimple contract -------------------------------------

@@ -74,7 +74,9 @@ def model(flavor: str, names: tuple[str, ...], batch: int | None):
 @functools.cache
 def outcome(flavor: str, path: str, batch: int | None, names: tuple[str, ...]):
     folder = os.path.join(_FOLDER.name, f"{flavor}-{path}-{batch}-{'-'.join(names)[:80]}".replace(" ", "_"))
-    traces = path in _TRACED  # see the module's docstring
+    # See the module's docstring. (A stateful tf_keras model, one layer, saves its traces: its
+    # state variables are tracked through them.)
+    traces = path in _TRACED or len(names) == 1
     return names, matrix.convert_and_check(flavor, names, path, batch, folder, model(flavor, names, batch),
                                            traces=traces)
 

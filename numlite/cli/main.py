@@ -4,7 +4,7 @@
     numlite run MODEL [--inputs in.npz] [--output out.npz] [--seed N] [--repeat N] [--signature KEY]
                       [--profile] [--trace trace.json]
     numlite bench MODEL [--runs N] [--warmup N] [--threads N[,N...]] [--seed N] [--json out.json]
-    numlite convert SOURCE [-o OUT.tflite] [--signature KEY ...]
+    numlite convert SOURCE [-o OUT.tflite] [--signature KEY ...] [--no-safe-mode]
     numlite convert MODEL.pb --inputs A,B --outputs C [--input-shapes A:1,3;B:-1,4] [-o OUT.tflite]
 
 Errors that numlite raises on purpose (a malformed model, an unsupported op, an input of the
@@ -116,6 +116,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--outputs", metavar="NAMES", help="frozen graph: the tensors computed, comma-separated")
     p.add_argument("--input-shapes", metavar="SHAPES",
                    help="frozen graph: placeholder shapes, 'name:d0,d1;name2:d0' (-1 for a dynamic dimension)")
+    p.add_argument("--no-safe-mode", action="store_true",
+                   help="Keras file: run the Python code of its Lambda layers to load them (Keras's safe_mode=False; "
+                        "only for a file you trust)")
     p.set_defaults(handler=_cmd_convert)
     return parser
 
@@ -221,12 +224,14 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             source, _names(args.inputs), _names(args.outputs), _input_shapes(args.input_shapes))
     elif frozen_graph_options:
         raise CliError("--inputs, --outputs and --input-shapes apply to frozen graphs (.pb) only")
+    elif args.no_safe_mode and not source.endswith((".keras", ".h5")):
+        raise CliError("--no-safe-mode applies to Keras files (.keras, .h5) only")
     elif os.path.isdir(source):
         converter = TFLiteConverter.from_saved_model(source, signature_keys=args.signature)
     elif source.endswith((".keras", ".h5")):
         if args.signature:
             raise CliError("--signature applies to SavedModels only")
-        converter = TFLiteConverter.from_keras_model(_load_keras_file(source))
+        converter = TFLiteConverter.from_keras_model(_load_keras_file(source, safe_mode=not args.no_safe_mode))
     else:
         raise CliError(f"{args.source}: expected a SavedModel folder, a .keras/.h5 file or a frozen .pb graph")
     data = converter.convert()
@@ -241,9 +246,10 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load_keras_file(path: str) -> Any:
+def _load_keras_file(path: str, safe_mode: bool = True) -> Any:
     """A ``.keras`` or ``.h5`` model, loaded by the Keras that saved it: tf_keras (Keras 2)
-    for a file whose metadata says version 2, else Keras 3."""
+    for a file whose metadata says version 2, else Keras 3. ``safe_mode=False`` lets Keras
+    run the Python code a Lambda layer stored."""
     version = _saved_keras_version(path)
     if version.startswith("2."):
         try:
@@ -252,10 +258,13 @@ def _load_keras_file(path: str) -> Any:
             raise CliError(f"{path} was saved by Keras {version} (tf_keras); install tf_keras to load it") from None
     else:
         import keras
+    options = {} if safe_mode or not path.endswith(".keras") else {"safe_mode": False}  # (.h5 has no safe mode)
     try:
-        return keras.models.load_model(path, compile=False)
+        return keras.models.load_model(path, compile=False, **options)
     except Exception as e:  # noqa: BLE001 (Keras raises many kinds; the user needs the message)
-        raise CliError(f"Keras {getattr(keras, '__version__', '')} cannot load {path}: {type(e).__name__}: {e}") from None
+        hint = " (numlite convert --no-safe-mode loads it, if you trust the file)" if "safe_mode" in str(e) else ""
+        raise CliError(f"Keras {getattr(keras, '__version__', '')} cannot load {path}: {type(e).__name__}: "
+                       f"{str(e).splitlines()[0]}{hint}") from None
 
 
 def _saved_keras_version(path: str) -> str:

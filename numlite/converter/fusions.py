@@ -345,11 +345,14 @@ class _Builder(api.Builder):
 
     def variable(self, shape: Sequence[int | None], dtype: str, initial: api.Tensor | None = None,
                  name: str | None = None) -> api.Tensor:
-        """A variable tensor written before every run by an op of its own: FILL with zeros, or
-        TRANSPOSE of ``initial`` by the identity permutation (an exact copy whatever the shape).
-        LiteRT requires a stateful op's state operands to be variable tensors and overwrites them
-        with the final state, so a file whose state tensor is only initialised at allocation
-        (what the official converter writes) gives another result at the second invoke."""
+        """A variable tensor written before every run by an op of its own: FILL with zeros, or a
+        copy of ``initial``: a GATHER of every index of its last axis, or where that axis is not
+        static a TRANSPOSE by the identity permutation. LiteRT requires a stateful op's state
+        operands to be variable tensors and overwrites them with the final state, so a file
+        whose state tensor is only initialised at allocation (what the official converter
+        writes) gives another result at the second invoke. (A GATHER, which LiteRT's XNNPACK
+        delegate never takes: with a dynamic batch and a WHILE elsewhere in the model, a state
+        the delegate writes is not the one the LSTM reads.)"""
         spec = self.spec(shape, dtype, f"{self.call.name}/{name or 'state'}")
         if spec.dtype not in TFLITE_TYPES:
             raise ConversionError(f"{self.where}: a variable of dtype {dtype!r} has no TFLite equivalent")
@@ -362,7 +365,9 @@ class _Builder(api.Builder):
             if not isinstance(initial, api.Tensor) or initial.dtype != spec.dtype or not _compatible(initial.shape, spec.shape):
                 raise self.fail(f"the initial value of variable {spec.name!r} must be a {spec.dtype} tensor of "
                                 f"shape {list(spec.shape or [])}, got {initial!r}")
-            op, inputs = "TRANSPOSE", [initial, np.arange(len(spec.shape or ()), dtype=np.int32)]
+            op, inputs, options = _copy_of(initial, spec)
+            return self._emit(op, inputs, [spec], {"op": op, "options": options, "custom_code": None,
+                                                   "custom_options": None, "variable": True})
         return self._emit(op, inputs, [spec], {"op": op, "options": {}, "custom_code": None,
                                                "custom_options": None, "variable": True})
 
@@ -452,6 +457,14 @@ class _Builder(api.Builder):
         self.graph.substitute(mapping)
 
 
+def _copy_of(initial: api.Tensor, spec: api.Tensor) -> tuple[str, list[Any], dict[str, Any]]:
+    """The op, inputs and options that copy ``initial`` exactly (see ``_Builder.variable``)."""
+    shape = spec.shape or initial.shape or ()
+    if shape and shape[-1] is not None:
+        return "GATHER", [initial, np.arange(shape[-1], dtype=np.int32)], {"axis": len(shape) - 1, "batch_dims": 0}
+    return "TRANSPOSE", [initial, np.arange(len(shape), dtype=np.int32)], {}
+
+
 def _compatible(a: Any, b: Any) -> bool:
     if a is None or b is None:
         return True
@@ -474,7 +487,7 @@ def lower_fused_op(cx: SubgraphLowering, node: Node):
         return cx.emit(a["op"], inputs, outputs, custom_code=a["custom_code"], custom_options=a["custom_options"],
                        **a["options"])
     # A variable tensor (b.variable): never folded, since the op must rewrite it at every invoke.
-    source = inputs[0] if a["op"] == "TRANSPOSE" else None
+    source = inputs[0] if a["op"] in ("TRANSPOSE", "GATHER") else None
     if source is not None and source.value is not None and source.value.size and np.all(source.value == source.value.flat[0]):
         # A uniform initial value known by now (Keras's zero state, folded): FILL stores no array.
         inputs, a = [cx.const(np.array(source.value.shape, np.int32), f"{node.name}/dims"),

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from numlite.fusion import Builder, Tensor, register
-from numlite.fusion.rnn import GATES, lstm_op, lstm_op_with_states
+from numlite.fusion.rnn import GATES, lstm_op, lstm_op_with_states, zeros_like_batch
 
 __all__ = ["BIDIRECTIONAL_LSTM", "LSTM", "SIMPLE_RNN"]
 
@@ -104,18 +104,11 @@ def _step(b: Builder, y: Tensor, index: int, name: str) -> Tensor:
 
 def zero_state_of(b: Builder, x: Tensor, units: int, name: str) -> Tensor | None:
     """Zeros ``[batch, units]`` for a state of an op reading the batch-major sequence ``x``:
-    None for a static batch (the op's own zero variables do), else ``x[:, 0, 0:1]`` made zero
-    and broadcast. Every op here has its output shape known from its inputs' shapes, so
-    LiteRT sizes the state tensors right when it first allocates them (they are allocated
-    once; a FILL of a computed shape would only be sized at run time, too late)."""
-    if x.shape[0] is not None:
-        return None
-    column = b.op("STRIDED_SLICE", [x, np.zeros(3, np.int32), np.array([0, 1, 1], np.int32), np.ones(3, np.int32)],
-                  outputs=[b.spec((None, 1), x.dtype, f"{name}/first_column")], begin_mask=0b001, end_mask=0b001,
-                  shrink_axis_mask=0b010)
-    zero = b.op("ZEROS_LIKE", [column], outputs=[b.spec((None, 1), x.dtype, f"{name}/zero")])
-    return b.op("ADD", [zero, np.zeros((1, units), np.float32)],
-                outputs=[b.spec((None, units), x.dtype, f"{name}/zeros")], fused_activation_function=0)
+    None for a static batch (the op's own zero variables do), else made from ``x``'s shape
+    (:func:`numlite.fusion.rnn.zeros_like_batch`), so LiteRT sizes the state tensors right when
+    it first allocates them (they are allocated once; a FILL of a computed shape would only be
+    sized at run time, too late)."""
+    return None if x.shape[0] is not None else zeros_like_batch(b, x, 0, units, name)
 
 
 def _state_variable(b: Builder, x: Tensor, initial: Tensor | None, units: int, name: str) -> Tensor:

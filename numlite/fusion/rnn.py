@@ -23,7 +23,7 @@ import numpy as np
 from numlite.fusion import Builder, Operand, Tensor
 
 __all__ = ["GATES", "LSTM_OPERANDS", "keras_lstm", "last_step", "layer_norm_lstm_cell_simple", "lstm_cell_simple", "lstm_op",
-           "lstm_op_with_states", "slice2d", "split_gates", "transpose"]
+           "lstm_op_with_states", "slice2d", "split_gates", "transpose", "zeros_like_batch"]
 
 GATES = ("input", "forget", "cell", "output")
 
@@ -351,7 +351,7 @@ def _states(b: Builder, state: Any, x: Tensor, time_major: bool, n_output: int, 
         if batch is not None:
             return (b.variable((batch, n_output), "float32", name=f"{name}/output_state"),
                     b.variable((batch, n_cell), "float32", name=f"{name}/cell_state"))
-        state = (_zeros_like_batch(b, x, batch_axis, n_output), _zeros_like_batch(b, x, batch_axis, n_cell))
+        state = (zeros_like_batch(b, x, batch_axis, n_output), zeros_like_batch(b, x, batch_axis, n_cell))
     b.require(isinstance(state, (tuple, list)) and len(state) == 2, f"{name}: state must be (h0, c0)")
     h0, c0 = state
     for t, what, n in ((h0, "h0", n_output), (c0, "c0", n_cell)):
@@ -364,17 +364,23 @@ def _states(b: Builder, state: Any, x: Tensor, time_major: bool, n_output: int, 
                        name=f"{name}/cell_state"))
 
 
-def _zeros_like_batch(b: Builder, x: Tensor, batch_axis: int, n: int) -> Tensor:
+def zeros_like_batch(b: Builder, x: Tensor, batch_axis: int, n: int, name: str | None = None) -> Tensor:
     """Zeros [batch, n] for a batch known only at run time, from ops whose output shapes follow
-    from their input shapes alone (zeros like x[:, 0, :1], plus zeros [1, n]): LiteRT then sizes
-    the state variable when it prepares the model. A FILL of x's size would be sized only while
-    running, and LiteRT corrupts memory when a variable tensor is resized at that point."""
+    from their input shapes alone (zeros like x[:, 0, :1], its one column gathered n times):
+    LiteRT then sizes the state variable when it prepares the model. A FILL of x's size would be
+    sized only while running, and LiteRT corrupts memory when a variable tensor is resized at
+    that point. (A GATHER rather than an ADD of zeros [1, n]: LiteRT's XNNPACK delegate would
+    take the ADD, and with a dynamic batch and a WHILE elsewhere in the model the state it
+    computes is not the one the LSTM reads.)"""
     begin, end, strides = np.zeros(3, np.int32), np.ones(3, np.int32), np.ones(3, np.int32)
     masks = 1 << batch_axis
-    column = b.op("STRIDED_SLICE", [x, begin, end, strides], outputs=[b.spec((x.shape[batch_axis], 1), x.dtype)],
+    batch = x.shape[batch_axis]
+    column = b.op("STRIDED_SLICE", [x, begin, end, strides],
+                  outputs=[b.spec((batch, 1), x.dtype, name and f"{name}/first_column")],
                   begin_mask=masks, end_mask=masks, shrink_axis_mask=1 << (1 - batch_axis))
-    zero = b.op("ZEROS_LIKE", [column], outputs=[b.spec((x.shape[batch_axis], 1), x.dtype)])
-    return b.op("ADD", [zero, np.zeros((1, n), np.float32)], outputs=[b.spec((x.shape[batch_axis], n), "float32")])
+    zero = b.op("ZEROS_LIKE", [column], outputs=[b.spec((batch, 1), x.dtype, name and f"{name}/zero")])
+    return b.op("GATHER", [zero, np.zeros(n, np.int32)], outputs=[b.spec((batch, n), x.dtype, name and f"{name}/zeros")],
+                axis=1, batch_dims=0)
 
 
 def _shape(t: Tensor) -> str:
