@@ -17,8 +17,11 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.installed
 	TF_CPP_MIN_LOG_LEVEL=3 $(BIN)/python -m numlite.demo
 
+# The suite runs on TEST_WORKERS processes (pytest-xdist); TEST_WORKERS=0 runs it in this one.
+TEST_WORKERS ?= 2
+
 test: $(VENV)/.installed
-	TF_CPP_MIN_LOG_LEVEL=3 $(BIN)/python -m pytest
+	TF_CPP_MIN_LOG_LEVEL=3 $(BIN)/python -m pytest -n $(TEST_WORKERS)
 
 bench: $(VENV)/.installed
 	TF_CPP_MIN_LOG_LEVEL=3 $(BIN)/python benchmarks/run.py

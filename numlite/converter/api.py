@@ -60,6 +60,7 @@ class ConversionReport:
     fusions: dict[str, int] = field(default_factory=dict)  # composite fusions applied, by name
     layers: list[str] = field(default_factory=list)  # Keras recurrent layers: fused, or why not
     quantization: list[str] = field(default_factory=list)  # what post-training quantization did
+    warnings: list[str] = field(default_factory=list)  # what the file does not do right everywhere
 
     @property
     def operators(self) -> int:
@@ -80,6 +81,7 @@ class ConversionReport:
             lines.append("fusions: " + ", ".join(f"{name} x{n}" for name, n in sorted(self.fusions.items())))
         lines.extend(f"layer {line}" for line in self.layers)
         lines.extend(f"quantization: {line}" for line in self.quantization)
+        lines.extend(f"warning: {line}" for line in self.warnings)
         return "\n".join(lines)
 
 
@@ -240,6 +242,7 @@ class TFLiteConverter:
         # After quantization, which makes integer LSTMs of unidirectional ones only (LiteRT has
         # no integer bidirectional LSTM): the pairs still float are grouped.
         layer_lines = layer_lines + group_in_model(model)
+        warnings = optimize.run_sized_ops_first(model)
 
         report = ConversionReport(
             op_counts=dict(Counter(model.op_name(op) for _, _, op in model.iter_operators())),
@@ -250,6 +253,7 @@ class TFLiteConverter:
             fusions=dict(fused),
             layers=list(layer_lines),
             quantization=quantization,
+            warnings=warnings,
         )
         return model, report
 

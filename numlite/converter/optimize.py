@@ -771,6 +771,78 @@ def _new_const(model: Model, sg: Subgraph, value: np.ndarray, name: str) -> int:
 # -- dead code ---------------------------------------------------------------------------------
 
 
+# Ops whose outputs LiteRT sizes only while running (after the first, LiteRT prepares every op
+# at invoke time): control flow and data-dependent sizes, and ops whose shape operands (these
+# positions) are not constants.
+_SIZED_WHILE_RUNNING = frozenset({"WHILE", "IF", "WHERE", "UNIQUE", "NON_MAX_SUPPRESSION_V4",
+                                  "NON_MAX_SUPPRESSION_V5"})
+_SHAPE_OPERANDS = {
+    "FILL": (0,), "RESHAPE": (1,), "BROADCAST_TO": (1,), "TILE": (1,), "RANGE": (0, 1, 2), "PAD": (1,),
+    "PADV2": (1,), "MIRROR_PAD": (1,), "SLICE": (1, 2), "STRIDED_SLICE": (1, 2, 3), "RESIZE_BILINEAR": (1,),
+    "RESIZE_NEAREST_NEIGHBOR": (1,), "SPLIT": (0,), "SPLIT_V": (1, 2), "TOPK_V2": (1,), "ONE_HOT": (1,),
+    "TRANSPOSE": (1,), "EXPAND_DIMS": (1,), "SPARSE_TO_DENSE": (1,), "MEAN": (1,), "SUM": (1,),
+    "REDUCE_MAX": (1,), "REDUCE_MIN": (1,), "REDUCE_PROD": (1,), "REDUCE_ANY": (1,), "REDUCE_ALL": (1,),
+    "ARG_MAX": (1,), "ARG_MIN": (1,),
+}
+# Stateful ops whose only state is in their variable-tensor operands.
+_STATE_IN_OPERANDS = frozenset({"UNIDIRECTIONAL_SEQUENCE_LSTM", "BIDIRECTIONAL_SEQUENCE_LSTM", "LSTM",
+                                "UNIDIRECTIONAL_SEQUENCE_RNN", "BIDIRECTIONAL_SEQUENCE_RNN", "RNN", "SVDF"})
+
+
+def run_sized_ops_first(model: Model) -> list[str]:
+    """In each subgraph, run every operator that does not depend on one LiteRT sizes only while
+    running (a WHILE, an IF, a WHERE...) before the first such operator, the order otherwise kept.
+
+    LiteRT prepares the operators after such an op only at invoke time, and an LSTM's state
+    variable resized then is not the one the LSTM reads: a Keras 3 model with a masked layer (a
+    WHILE loop, and a FILL of a computed shape) before a fused LSTM, both on the input, with a
+    dynamic batch, gave LiteRT results 0.03 off Keras's. Moved first, the LSTM and the ops zeroing its state are prepared
+    with the rest when tensors are allocated. Data dependencies, the order of the ops touching
+    each variable tensor, and the order of every op with other effects are kept.
+
+    Returns a warning per stateful op that must still come after one (its input comes out of a
+    loop) and whose state has a dimension known only at run time: LiteRT computes it wrong."""
+    warnings = []
+    for index, sg in enumerate(model.subgraphs):
+        depends = _depends_on_sized_while_running(model, sg)
+        late = [op for op, d in zip(sg.operators, depends) if d]
+        sg.operators = [op for op, d in zip(sg.operators, depends) if not d] + late
+        for op in late:
+            states = [t for t in op.inputs if t >= 0 and sg.tensors[t].is_variable]
+            if model.op_name(op) in _STATE_IN_OPERANDS and any(-1 in _dims(sg.tensors[t]) for t in states):
+                warnings.append(
+                    f"{model.op_name(op)} {sg.tensors[op.outputs[0]].name!r} (subgraph {index}): its input comes out of "
+                    "a loop (or another op LiteRT sizes while running) and its state has a dimension known only at run "
+                    "time; LiteRT resizes the state while running and computes this op wrong (numlite computes it "
+                    "right): give the model a fixed batch to run it in LiteRT")
+    return warnings
+
+
+def _depends_on_sized_while_running(model: Model, sg: Subgraph) -> list[bool]:
+    """For each operator, whether it depends on one of :data:`_SIZED_WHILE_RUNNING` (through
+    a tensor, a variable tensor both touch, or an earlier op with effects of its own)."""
+    tainted_tensors: set[int] = set()
+    variable_tainted: set[int] = set()  # variable tensors touched by a dependent op
+    effects_tainted = False
+    result = []
+    for op in sg.operators:
+        name = model.op_name(op)
+        kernel = KERNELS.get(name)
+        ordered = name not in _STATE_IN_OPERANDS and (kernel is None or not kernel.foldable)
+        touched = [t for t in (*op.inputs, *op.outputs) if t >= 0 and sg.tensors[t].is_variable]
+        sized_while_running = name in _SIZED_WHILE_RUNNING or any(
+            k < len(op.inputs) and op.inputs[k] >= 0 and model.constant(sg, op.inputs[k]) is None
+            for k in _SHAPE_OPERANDS.get(name, ()))
+        dependent = (sized_while_running or any(t in tainted_tensors for t in op.inputs)
+                     or any(t in variable_tainted for t in touched) or (ordered and effects_tainted))
+        if dependent:
+            tainted_tensors.update(op.outputs)
+            variable_tainted.update(touched)
+            effects_tainted |= ordered
+        result.append(dependent)
+    return result
+
+
 def remove_dead_code(model: Model) -> None:
     """Drop unread pure operators and unused subgraphs; store identical buffers once and give
     each subgraph one tensor per distinct constant; drop the tensors and buffers left unused."""
