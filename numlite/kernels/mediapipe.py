@@ -274,17 +274,18 @@ def _window_positions(indices: np.ndarray, filter_hw: tuple[int, int]) -> tuple[
     - LiteRT's XNNPACK delegate: the uint32 ``x * filter_height + y`` stored as the float32's
       bits (a denormal, or 0.0).
 
-    The two cannot be confused: the bit patterns of the small integers XNNPACK writes are
-    denormal floats that MediaPipe never writes, and 0.0 means window position 0 in both. Any
-    other value (negative, NaN, past the window) is an error naming it.
+    The two cannot be confused: the bit patterns of the integers XNNPACK writes are denormal
+    floats (below 2**23), which MediaPipe never writes (its values are at least 0.1), and 0.0
+    means window position 0 in both. Any other value (negative, NaN, past the window) is an
+    error naming it.
     """
     fh, fw = filter_hw
     size = fh * fw
     bits = np.ascontiguousarray(indices, FLOAT).view(np.uint32)
-    packed = bits < size
+    packed = bits < (1 << 23)  # zero or denormal: XNNPACK's integer bits
     with np.errstate(invalid="ignore"):
         as_float = np.where(packed, 0, np.trunc(np.where(packed, 0, indices)))
-    bad = ~packed & ~((as_float >= 0) & (as_float < size))
+    bad = np.where(packed, bits >= size, ~((as_float >= 0) & (as_float < size)))
     if bad.any():
         k = tuple(int(i) for i in np.argwhere(bad)[0])
         raise InvalidInputError(
