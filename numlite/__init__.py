@@ -15,6 +15,7 @@ from numlite.errors import (
     PrepareError,
     ResizeError,
     StateError,
+    UnavailableError,
     UnsupportedOperatorError,
 )
 from numlite.interpreter import Interpreter, SignatureRunner
@@ -47,4 +48,5 @@ __all__ = [
     "InvokeError",
     "CancelledError",
     "ConversionError",
+    "UnavailableError",
 ]

@@ -45,3 +45,8 @@ class CancelledError(NumliteError, RuntimeError):
 
 class ConversionError(NumliteError, ValueError):
     """A TensorFlow program cannot be converted; the message names the TF nodes and ops."""
+
+
+class UnavailableError(NumliteError, NotImplementedError):
+    """A LiteRT API that only makes sense with LiteRT's C++ runtime (a native handle, a C++
+    delegate or op registerer); the message says what numlite offers instead."""
