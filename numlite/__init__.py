@@ -20,6 +20,7 @@ from numlite.errors import (
 )
 from numlite.interpreter import Interpreter, SignatureRunner
 from numlite.interpreter.profiler import profile
+from numlite.op_support import OpsReport, ops_report
 
 __version__ = "0.1.0"
 
@@ -38,6 +39,8 @@ __all__ = [
     "Optimize",
     "SignatureRunner",
     "profile",
+    "ops_report",
+    "OpsReport",
     "NumliteError",
     "ModelError",
     "UnsupportedOperatorError",

@@ -12,6 +12,8 @@ LiteRT's own flatbuffer schema reads from the file, typed by LiteRT's tensor det
 
 from __future__ import annotations
 
+import json
+import sys
 import warnings
 
 import numpy as np
@@ -262,3 +264,164 @@ def test_unknown_custom_op(models):
         ours.allocate_tensors()
     with warnings.catch_warnings(), pytest.raises(RuntimeError, match="unresolved custom op: MyUnknownOp"):
         theirs.allocate_tensors()
+
+
+# -- numlite ops MODEL / numlite.ops_report ----------------------------------------------------
+
+
+def _detection_model(second_op: str) -> bytes:
+    """TFLite_Detection_PostProcess (a custom op LiteRT has built in, numlite has not) beside a
+    builtin or another custom op; options as LiteRT's kernel reads them."""
+    from flatbuffers import flexbuffers
+
+    from numlite.model.ir import Buffer, Model, Operator, OperatorCode, Subgraph, Tensor
+
+    fb = flexbuffers.Builder()
+    with fb.Map():
+        for key, value in dict(max_detections=3, max_classes_per_detection=1, num_classes=2, detections_per_class=3).items():
+            fb.Int(key, value)
+        for key, value in dict(nms_score_threshold=0.3, nms_iou_threshold=0.5, y_scale=10.0, x_scale=10.0,
+                               h_scale=5.0, w_scale=5.0).items():
+            fb.Float(key, value)
+        fb.Bool("use_regular_nms", False)
+    anchors = np.random.default_rng(0).uniform(0, 1, (4, 4)).astype(np.float32)
+    tensors = [Tensor("boxes", (1, 4, 4)), Tensor("scores", (1, 4, 3)), Tensor("anchors", (4, 4), buffer=1),
+               Tensor("detection_boxes", (1, 3, 4)), Tensor("detection_classes", (1, 3)),
+               Tensor("detection_scores", (1, 3)), Tensor("count", (1,)), Tensor("y", (1, 4, 4))]
+    second = OperatorCode("CUSTOM", second_op) if second_op != "RELU" else OperatorCode("RELU")
+    model = Model(
+        operator_codes=[OperatorCode("CUSTOM", "TFLite_Detection_PostProcess"), second],
+        subgraphs=[Subgraph(tensors=tensors, inputs=[0, 1], outputs=[3, 4, 5, 6, 7], operators=[
+            Operator(0, [0, 1, 2], [3, 4, 5, 6], custom_options=bytes(fb.Finish())), Operator(1, [0], [7])])],
+        buffers=[Buffer(), Buffer(anchors.view(np.uint8).reshape(-1))],
+    )  # fmt: skip
+    return write_model(model)
+
+
+def _file(tmp_path, name: str, content: bytes) -> str:
+    path = tmp_path / f"{name}.tflite"
+    path.write_bytes(content)
+    return str(path)
+
+
+def _rows(report) -> dict[str, tuple]:
+    return {op.name: (op.custom, op.version, op.nodes, op.subgraphs, op.numlite, op.litert) for op in report.ops}
+
+
+def _row(table: str, name: str) -> str:
+    """One row of the table the CLI prints, its columns (two or more spaces apart) joined by |."""
+    import re
+
+    (line,) = [line for line in table.splitlines() if line.split(" ")[0] == name]
+    return " | ".join(re.split(r"\s{2,}", line.strip()))
+
+
+def _litert_allocates(model: bytes) -> bool:
+    try:
+        litert_interpreter(model, builtin_only=True).allocate_tensors()
+    except RuntimeError:
+        return False
+    return True
+
+
+def test_ops_builtins_only(models, tmp_path, capsys):
+    """Names, versions, node counts and subgraphs as LiteRT's schema reads them from the file;
+    numlite and LiteRT both run them (and LiteRT does allocate the model)."""
+    from numlite.cli.main import main
+
+    for name in ("cnn", "while", "quantized"):
+        model = models[name]
+        theirs = litert_interpreter(model, builtin_only=True)
+        expected: dict[str, tuple] = {}
+        schema = litert_schema.ModelT.InitFromPackedBuf(model, 0)
+        for s in range(theirs.num_subgraphs()):
+            for op, raw in zip(_litert_ops_from_file(model, theirs, s), schema.subgraphs[s].operators):
+                version = schema.operatorCodes[raw.opcodeIndex].version
+                custom, _, nodes, subgraphs, _, _ = expected.get(op["op_name"], (False, version, 0, [], True, True))
+                expected[op["op_name"]] = (False, version, nodes + 1, subgraphs + [s] * (s not in subgraphs), True, True)
+        assert _rows(numlite.ops_report(model)) == expected
+        assert _litert_allocates(model)
+    path = _file(tmp_path, "while", models["while"])
+    assert main(["ops", path]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split() == ["operator", "version", "nodes", "subgraphs", "numlite", "LiteRT"]
+    assert _row(out, "WHILE") == "WHILE | 1 | 1 | 0 | yes | yes"
+    assert _row(out, "ADD") == "ADD | 1 | 2 | 2 | yes | yes"
+    assert "4 operator(s), 5 node(s); numlite can run every operator; LiteRT " in out
+    assert main(["inspect", "--ops", path]) == 0 and capsys.readouterr().out == out  # the same code
+
+
+def test_ops_unknown_custom_op(models, tmp_path, capsys):
+    """Neither runs it: exit code 3, both verdicts in the table and the JSON."""
+    from numlite.cli.main import EXIT_UNSUPPORTED_OPS, main
+
+    model = models["custom"]
+    assert not _litert_allocates(model)
+    path = _file(tmp_path, "custom", model)
+    assert main(["ops", path]) == EXIT_UNSUPPORTED_OPS == 3
+    out = capsys.readouterr().out
+    assert _row(out, "MyUnknownOp") == "MyUnknownOp (custom) | 1 | 1 | 0 | no (no kernel) | no (unresolved custom op)"
+    assert "numlite cannot run 1 operator(s): MyUnknownOp" in out
+    assert main(["inspect", "--ops", "--json", path]) == 3
+    info = json.loads(capsys.readouterr().out)
+    unknown = next(op for op in info["ops"] if op["name"] == "MyUnknownOp")
+    assert unknown["custom"] and not unknown["numlite"] and unknown["litert"] is False
+    assert info["numlite_can_run"] is False and info["litert_version"]
+
+
+def test_ops_custom_op_numlite_has(models, tmp_path, capsys, monkeypatch):
+    """A custom op with a numlite kernel: one registered under its code (as numlite's own
+    kernels are) or given in custom_ops=; the Interpreter then runs the model."""
+    from numlite.cli.main import main
+    from numlite.kernels import KERNELS
+
+    model = models["custom"]
+    triple = lambda x: np.maximum(x, 0) * np.float32(3)  # noqa: E731 (what the op replaced computes)
+    report = numlite.ops_report(model, custom_ops={"MyUnknownOp": triple})
+    assert report.numlite_can_run and _rows(report)["MyUnknownOp"][4:] == (True, False)
+    assert "yes (custom_ops)" in str(report)
+    interpreter = numlite.Interpreter(model_content=model, custom_ops={"MyUnknownOp": triple})
+    interpreter.allocate_tensors()  # numlite does run it
+
+    monkeypatch.setitem(KERNELS, "MyUnknownOp", interpreter.kernels["MyUnknownOp"])
+    assert main(["ops", _file(tmp_path, "custom", model)]) == 0
+    assert _row(capsys.readouterr().out, "MyUnknownOp") == "MyUnknownOp (custom) | 1 | 1 | 0 | yes | no (unresolved custom op)"
+
+
+def test_ops_custom_op_litert_has(tmp_path, capsys):
+    """TFLite_Detection_PostProcess: LiteRT has it (and allocates the model), numlite has not;
+    beside it an unknown custom op, told apart by the probes."""
+    from numlite.cli.main import main
+
+    model = _detection_model("RELU")
+    assert _litert_allocates(model)
+    rows = _rows(numlite.ops_report(model))
+    assert rows == {"TFLite_Detection_PostProcess": (True, 1, 1, [0], False, True), "RELU": (False, 1, 1, [0], True, True)}
+    assert main(["ops", _file(tmp_path, "detection", _detection_model("NoSuchOp"))]) == 3
+    out = capsys.readouterr().out
+    assert _row(out, "TFLite_Detection_PostProcess") == "TFLite_Detection_PostProcess (custom) | 1 | 1 | 0 | no (no kernel) | yes"
+    assert _row(out, "NoSuchOp") == "NoSuchOp (custom) | 1 | 1 | 0 | no (no kernel) | no (unresolved custom op)"
+
+
+def test_ops_builtin_version_litert_lacks(models):
+    m = read_model(models["signatures"])
+    add = next(c for c in m.operator_codes if c.builtin == "ADD")
+    add.version = 99
+    model = write_model(m)
+    with pytest.raises(ValueError, match="Didn't find op for builtin opcode 'ADD' version '99'"):
+        LiteRTInterpreter(model_content=model)
+    rows = _rows(numlite.ops_report(model))
+    assert rows["ADD"] == (False, 99, 1, [0], True, False) and rows["MUL"][4:] == (True, True)
+    assert "no (no kernel for version 99)" in str(numlite.ops_report(model))
+
+
+def test_ops_without_litert(models, tmp_path, capsys, monkeypatch):
+    from numlite.cli.main import main
+
+    monkeypatch.setitem(sys.modules, "ai_edge_litert", None)  # import ai_edge_litert raises ImportError
+    report = numlite.ops_report(models["cnn"])
+    assert report.litert_version is None and all(op.litert is None for op in report.ops)
+    assert main(["ops", _file(tmp_path, "cnn", models["cnn"])]) == 0
+    out = capsys.readouterr().out
+    assert _row(out, "CONV_2D") == "CONV_2D | 1 | 1 | 0 | yes | LiteRT not installed"
+    assert out.rstrip().endswith("numlite can run every operator; LiteRT not installed")
