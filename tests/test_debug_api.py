@@ -425,3 +425,17 @@ def test_ops_without_litert(models, tmp_path, capsys, monkeypatch):
     out = capsys.readouterr().out
     assert _row(out, "CONV_2D") == "CONV_2D | 1 | 1 | 0 | yes | LiteRT not installed"
     assert out.rstrip().endswith("numlite can run every operator; LiteRT not installed")
+
+
+def test_litert_internals_explain_themselves(models):
+    """LiteRT's instance attributes: the signature defs work; the C++ objects raise a clear
+    UnavailableError that is also an AttributeError (so hasattr is False)."""
+    ours, theirs = _pair(models["signatures"])
+    assert_same(ours._signature_defs, theirs._signature_defs, "_signature_defs")
+    for name in ("_interpreter", "_delegates", "_custom_op_registerers", "_metrics"):
+        assert hasattr(theirs, name) and not hasattr(ours, name)
+        with pytest.raises(numlite.UnavailableError, match=f"numlite.Interpreter has no {name}: in LiteRT it holds"):
+            getattr(ours, name)
+    with pytest.raises(AttributeError, match="no attribute 'no_such_thing'") as info:
+        ours.no_such_thing  # noqa: B018
+    assert not isinstance(info.value, numlite.UnavailableError)

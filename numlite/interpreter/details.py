@@ -14,8 +14,9 @@ What differs, and why (see docs/debugging-api.md):
   default XNNPACK delegate takes (created lazily at the first ``allocate_tensors()``).
 - ``_get_op_details`` and ``_get_ops_details`` take an optional ``subgraph_index`` (LiteRT's
   reach subgraph 0 only); with the default they return exactly what LiteRT returns.
-- ``_native_handle()`` (a ``tflite::Interpreter*`` for C++ extensions) has no meaning without
-  LiteRT's C++ runtime: it raises :class:`numlite.UnavailableError` saying so.
+- ``_native_handle()`` (a ``tflite::Interpreter*`` for C++ extensions) and the attributes that
+  hold LiteRT's C++ objects (``_interpreter``, the pybind wrapper; ``_delegates``...) have no
+  meaning without LiteRT's C++ runtime: they raise :class:`numlite.UnavailableError` saying so.
 """
 
 from __future__ import annotations
@@ -29,6 +30,17 @@ from numlite.errors import InvalidInputError, UnavailableError
 if TYPE_CHECKING:
     from numlite.interpreter.runtime import SubgraphRuntime
     from numlite.model import Model
+
+
+# Instance attributes of LiteRT's Interpreter that hold its C++ objects, with what numlite offers.
+LITERT_INTERNALS = {
+    "_interpreter": "LiteRT's C++ InterpreterWrapper (NumNodes, NodeName, TensorType...); numlite's Interpreter"
+                    " methods (_get_ops_details, _get_tensor_details...) and interpreter.subgraph(i) give the same facts",
+    "_delegates": "LiteRT's C++ delegates; numlite has none (it accepts and ignores experimental_delegates)",
+    "_custom_op_registerers": "the C++ functions that register LiteRT custom ops; numlite takes Python ones:"
+                              " Interpreter(custom_ops={name: function or Kernel class})",
+    "_metrics": "LiteRT's usage metrics; numlite keeps none",
+}
 
 
 class InterpreterDetails:
@@ -134,6 +146,20 @@ class InterpreterDetails:
             key: {"inputs": dict(sorted(s.inputs.items())), "outputs": dict(sorted(s.outputs.items()))}
             for key, s in self._signatures.items()
         }
+
+    @property
+    def _signature_defs(self) -> dict[str, dict[str, list[str]]]:
+        """What LiteRT keeps from ``get_signature_list()`` at construction (its
+        ``get_signature_runner`` reads it)."""
+        return self.get_signature_list()  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for attributes that do not exist: LiteRT's C++ objects get an explanation.
+        if name in LITERT_INTERNALS:
+            raise UnavailableError(
+                f"numlite.Interpreter has no {name}: in LiteRT it holds {LITERT_INTERNALS[name]}"
+            )
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     # -- memory safety and native handles -------------------------------------------------------
 
