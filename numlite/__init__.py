@@ -15,10 +15,12 @@ from numlite.errors import (
     PrepareError,
     ResizeError,
     StateError,
+    UnavailableError,
     UnsupportedOperatorError,
 )
 from numlite.interpreter import Interpreter, SignatureRunner
 from numlite.interpreter.profiler import profile
+from numlite.op_support import OpsReport, ops_report
 
 __version__ = "0.1.0"
 
@@ -37,6 +39,8 @@ __all__ = [
     "Optimize",
     "SignatureRunner",
     "profile",
+    "ops_report",
+    "OpsReport",
     "NumliteError",
     "ModelError",
     "UnsupportedOperatorError",
@@ -47,4 +51,5 @@ __all__ = [
     "InvokeError",
     "CancelledError",
     "ConversionError",
+    "UnavailableError",
 ]

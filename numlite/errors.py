@@ -45,3 +45,9 @@ class CancelledError(NumliteError, RuntimeError):
 
 class ConversionError(NumliteError, ValueError):
     """A TensorFlow program cannot be converted; the message names the TF nodes and ops."""
+
+
+class UnavailableError(NumliteError, NotImplementedError, AttributeError):
+    """A LiteRT API that only makes sense with LiteRT's C++ runtime (its native handle, its C++
+    wrapper object); the message says what numlite offers instead. An AttributeError too, so
+    that ``hasattr(interpreter, "_interpreter")`` is False."""

@@ -1,6 +1,7 @@
 """``numlite``: look inside a ``.tflite`` model and run it from the shell.
 
-    numlite inspect MODEL [--json] [--full-names]
+    numlite inspect MODEL [--json] [--full-names] [--ops [--no-litert]]
+    numlite ops MODEL [--json] [--no-litert]
     numlite run MODEL [--inputs in.npz] [--output out.npz] [--seed N] [--repeat N] [--signature KEY]
                       [--profile] [--trace trace.json]
     numlite bench MODEL [--runs N] [--warmup N] [--threads N[,N...]] [--seed N] [--json out.json]
@@ -9,7 +10,8 @@
 
 Errors that numlite raises on purpose (a malformed model, an unsupported op, an input of the
 wrong shape) and problems with the command's own files are printed as one ``error: ...`` line
-on stderr with exit code 1; a traceback means a bug.
+on stderr with exit code 1; a traceback means a bug. ``numlite ops`` (and ``inspect --ops``)
+exits with code 3 when numlite has no kernel for some operator of the model.
 """
 
 from __future__ import annotations
@@ -66,7 +68,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("model", help="path of a .tflite file")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--full-names", action="store_true", help=f"do not shorten tensor names to {_NAME_WIDTH} characters")
+    p.add_argument("--ops", action="store_true", help="list the operators and what can run them (as `numlite ops`)")
+    p.add_argument("--no-litert", action="store_true", help="with --ops: do not ask LiteRT")
     p.set_defaults(handler=_cmd_inspect)
+
+    p = commands.add_parser(
+        "ops", help="list the operators a model uses and whether numlite and LiteRT can run each (exit 3 if numlite cannot)")
+    p.add_argument("model", help="path of a .tflite file")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--no-litert", action="store_true", help="do not ask LiteRT (ai_edge_litert) which operators it has")
+    p.set_defaults(handler=_cmd_ops)
 
     p = commands.add_parser("run", help="run a model once (plus timed repeats) and summarize its outputs")
     p.add_argument("model", help="path of a .tflite file")
@@ -150,6 +161,21 @@ def _thread_counts(text: str) -> list[int]:
 def _one_line(error: BaseException) -> str:
     text = " ".join(str(error).split())
     return text or type(error).__name__
+
+
+# ----------------------------------------------------------------------------- ops
+
+# Exit code of `numlite ops` (and `inspect --ops`) when numlite has no kernel for some operator:
+# apart from 1 (an error) and 2 (a usage error), so that scripts can tell them apart.
+EXIT_UNSUPPORTED_OPS = 3
+
+
+def _cmd_ops(args: argparse.Namespace) -> int:
+    from numlite.op_support import ops_report
+
+    report = ops_report(args.model, litert=not args.no_litert)
+    print(json.dumps(report.to_dict(), indent=2) if args.json else str(report))
+    return 0 if report.numlite_can_run else EXIT_UNSUPPORTED_OPS
 
 
 # ----------------------------------------------------------------------------- bench
@@ -324,6 +350,8 @@ _TABLE_ENUMS = {
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
+    if args.ops:
+        return _cmd_ops(args)
     model = read_model_file(args.model)
     info = describe(model, args.model)
     if args.json:

@@ -15,6 +15,7 @@ import numpy as np
 
 from numlite.errors import CancelledError, InvalidInputError, ResizeError, StateError, UnsupportedOperatorError
 from numlite.interpreter.denormals import FlushDenormals
+from numlite.interpreter.details import InterpreterDetails, compress_zero_points
 from numlite.interpreter.planner import SharedArena
 from numlite.interpreter.profiler import Profiler
 from numlite.interpreter.runtime import SubgraphRuntime
@@ -26,7 +27,7 @@ from numlite.model import Model, read_model, read_model_file
 from numlite.model.verifier import subgraph_calls, verify_model
 
 
-class Interpreter:
+class Interpreter(InterpreterDetails):
     """Runs a ``.tflite`` model with NumPy.
 
     Args:
@@ -51,7 +52,11 @@ class Interpreter:
       flush_denormals: treat denormal floats as zero during invoke, as LiteRT's default kernels
         do (and for the same reason: they are very slow); False computes with them exactly,
         as LiteRT's builtin kernels do. See :mod:`numlite.interpreter.denormals`.
+      experimental_compress_quantization_zero_points: report per-channel zero points that are
+        all equal as one in tensor details, as LiteRT does with this option.
       Other tf.lite keyword arguments (delegates, op resolver type...) are accepted and ignored.
+      LiteRT's underscored debugging methods (``_get_ops_details``...) come from
+      :class:`numlite.interpreter.details.InterpreterDetails`.
     """
 
     def __init__(
@@ -82,6 +87,7 @@ class Interpreter:
             self.model = read_model_file(model_path)
         self.num_threads = num_threads
         self.preserve_all_tensors = bool(experimental_preserve_all_tensors)
+        self._compress_zero_points = bool(_ignored.get("experimental_compress_quantization_zero_points", False))
         self.kernels = {**KERNELS, **_custom_table(custom_ops, custom_kernels)}
         self._subgraphs: dict[int, SubgraphRuntime] = {}
         self._signatures = {s.key: s for s in self.model.signature_defs}
@@ -349,6 +355,8 @@ class Interpreter:
         q = t.quantization
         scales = np.asarray(q.scale if q is not None and q.scale is not None else [], np.float32)
         zero_points = np.asarray(q.zero_point if q is not None and q.zero_point is not None else [], np.int32)
+        if self._compress_zero_points:
+            zero_points = compress_zero_points(zero_points)
         per_tensor = (float(scales[0]), int(zero_points[0])) if len(scales) == 1 and len(zero_points) == 1 else (0.0, 0)
         return {
             "name": t.name,
