@@ -129,3 +129,15 @@ def test_unsupported_bodies_are_refused():
     model.operator_codes.append(OperatorCode("STABLEHLO_SHIFT_LEFT"))
     with pytest.raises(NumliteError, match="reduction body STABLEHLO_SHIFT_LEFT is not supported"):
         numlite.Interpreter(model_content=write_model(model)).allocate_tensors()
+
+
+@pytest.mark.parametrize("op, form", [
+    ("STABLEHLO_PAD", "f32-r2-edges"), ("STABLEHLO_GATHER", "f32-rows"), ("STABLEHLO_SCATTER", "f32-rows"),
+    ("STABLEHLO_REDUCE_WINDOW", "u8-sum"), ("STABLEHLO_COMPOSITE", "f32-gelu"), ("STABLEHLO_CASE", "branch-0"),
+])
+def test_missing_options_are_refused_naming_the_node(op, form):
+    # LiteRT refuses these models as it reads them ("Could not get 'stablehlo.pad' operation parameters").
+    model = read_model(_built(next(c for c in CASES if c.op == op and c.form == form))[0])
+    model.subgraphs[0].operators[0].builtin_options2 = None
+    with pytest.raises(NumliteError, match=rf"subgraph 0, node 0 \({op}\).*needs \w+Options in builtin_options_2"):
+        numlite.Interpreter(model_content=write_model(model)).allocate_tensors()

@@ -36,6 +36,15 @@ ELEMENTWISE_DTYPES = (*FLOATS, *INTEGERS, np.bool_)
 INDEX_DTYPES = (np.int32, np.int64)
 
 
+def options_of(kernel: Kernel, type_name: str):
+    """The node's options table, which must be ``type_name`` (LiteRT refuses the model without it)."""
+    o = kernel.options
+    if o is None or o.type_name != type_name:
+        found = "none" if o is None else o.type_name
+        raise kernel.fail(f"needs {type_name} in builtin_options_2, the operator has {found}")
+    return o
+
+
 def _ints(values, name: str, kernel: Kernel, length: int | None = None, default: int | None = None) -> list[int]:
     """An options vector as Python ints, checked to have ``length`` entries (a missing or
     empty vector is ``default`` repeated, when a default exists)."""
@@ -146,7 +155,7 @@ class StablehloPad(Kernel):
         rank = x.ndim
         if not 1 <= rank <= self.MAX_RANK:
             raise self.fail(f"the operand's rank must be 1 to {self.MAX_RANK}, it is {rank}")
-        o = self.options
+        o = options_of(self, "StablehloPadOptions")
         low = _ints(o.edge_padding_low, "edge_padding_low", self, rank)
         high = _ints(o.edge_padding_high, "edge_padding_high", self, rank)
         interior = _ints(o.interior_padding, "interior_padding", self, rank)
@@ -206,7 +215,7 @@ class StablehloGather(Kernel):
         self.expect_inputs(ins, 2)
         operand, indices = ins
         self.expect_dtype(indices, *INDEX_DTYPES)
-        o = self.options
+        o = options_of(self, "StablehloGatherOptions")
         rank = operand.ndim
         self.slice_sizes = _ints(o.slice_sizes, "slice_sizes", self, rank)
         for d, (size, dim) in enumerate(zip(self.slice_sizes, operand.shape)):
@@ -302,7 +311,7 @@ class StablehloScatter(Kernel):
         self.expect_dtype(operand, *ELEMENTWISE_DTYPES)
         if updates.dtype != operand.dtype:
             raise self.fail(f"updates are {updates.dtype.name} but the operand is {operand.dtype.name}")
-        o = self.options
+        o = options_of(self, "StablehloScatterOptions")
         rank = operand.ndim
         self.window_dims = _dims(_ints(o.update_window_dims, "update_window_dims", self), updates.ndim,
                                  "update_window_dims", self)
@@ -458,7 +467,7 @@ class StablehloReduceWindow(_ReduceWindow):
     def prepare(self, ins):
         self.expect_inputs(ins, 2)
         x, init = ins
-        o = self.options
+        o = options_of(self, "StablehloReduceWindowOptions")
         rank = x.ndim
         if o.window_dimensions is None or len(o.window_dimensions) == 0:
             raise self.fail("window_dimensions must be given")

@@ -21,6 +21,7 @@ import numpy as np
 from numlite.errors import NumliteError
 from numlite.kernels.base import register
 from numlite.kernels.control_flow import If
+from numlite.kernels.stablehlo import options_of
 
 
 @register("STABLEHLO_COMPOSITE")
@@ -30,8 +31,8 @@ class StablehloComposite(If):
     def prepare(self, ins):
         if len(ins) < 1:  # LiteRT's kernel refuses a composite without inputs
             raise self.fail("expects at least one input")
-        name = self.options.name
-        return self.prepare_branches([(self.options.decomposition_subgraph_index, f"decomposition of {name!r}")], list(ins))
+        o = options_of(self, "StableHLOCompositeOptions")
+        return self.prepare_branches([(o.decomposition_subgraph_index, f"decomposition of {o.name!r}")], list(ins))
 
     def eval(self, ins, outs):
         self.run_branch(0, ins, outs)
@@ -47,7 +48,7 @@ class StablehloCase(If):
         index = ins[0]
         if index.dtype != np.dtype(np.int32) or index.size != 1:
             raise self.fail(f"the index must be one int32, it is {index.dtype.name} of shape {index.shape}")
-        indices = self.options.branch_subgraph_indices
+        indices = options_of(self, "StablehloCaseOptions").branch_subgraph_indices
         if indices is None or len(indices) == 0:
             raise self.fail("has no branches (branch_subgraph_indices is empty)")
         return self.prepare_branches([(int(b), f"branch {k}") for k, b in enumerate(indices)], list(ins[1:]))
