@@ -99,20 +99,15 @@ class StablehloMultiply(_Elementwise):
         np.multiply(ins[0], ins[1], out=outs[0])
 
 
-@register("STABLEHLO_MAXIMUM")
-class StablehloMaximum(_Elementwise):
+@register("STABLEHLO_MAXIMUM", "STABLEHLO_MINIMUM")
+class StablehloMaxMin(_Elementwise):
+    """C++'s ``std::max(a, b)``: ``b`` only where ``a < b``; ``std::min(a, b)``: ``b`` only
+    where ``b < a`` (so a NaN first operand is kept, a NaN second one ignored)."""
+
     def eval(self, ins, outs):
         a, b = ins
-        copy_into(outs[0], a)  # std::max(a, b): b only where a < b
-        np.copyto(outs[0], b, where=np.less(a, b))
-
-
-@register("STABLEHLO_MINIMUM")
-class StablehloMinimum(_Elementwise):
-    def eval(self, ins, outs):
-        a, b = ins
-        copy_into(outs[0], a)  # std::min(a, b): b only where b < a
-        np.copyto(outs[0], b, where=np.less(b, a))
+        copy_into(outs[0], a)
+        np.copyto(outs[0], b, where=np.less(a, b) if self.node.op_name == "STABLEHLO_MAXIMUM" else np.less(b, a))
 
 
 @register("STABLEHLO_AND")
