@@ -303,7 +303,7 @@ _reduce_window("i64-min", "MINIMUM", values((5, 4), np.int64, 7), 2**62, [3, 2])
 _reduce_window("u8-sum", "STABLEHLO_ADD", values((6,), np.uint8, 8), 3, [4])
 _reduce_window("f64-max", "STABLEHLO_MAXIMUM", values((3, 5), np.float64, 9), -1.0, [2, 2], [1, 2])
 _reduce_window("bool-all", "LOGICAL_AND", values((4, 4), np.bool_, 10), True, [2, 2], [1, 1])
-_reduce_window("bool-any", "STABLEHLO_AND", values((6,), np.bool_, 11), True, [2], [2], padding=[1, 0])
+_reduce_window("bool-stablehlo-and-padded", "STABLEHLO_AND", values((6,), np.bool_, 11), True, [2], [2], padding=[1, 0])
 _reduce_window("bool-or", "LOGICAL_OR", values((3, 5), np.bool_, 12), False, [2, 3], [1, 2])
 _reduce_window("f32-max-nan", "STABLEHLO_MAXIMUM", np.array([np.nan, 1, 2, np.nan, -1, np.nan], np.float32), 0.0,
                [2], [1])
