@@ -2,8 +2,7 @@
 writer, run in LiteRT's builtin resolver and in numlite (tests/test_stablehlo_ops.py; the sweep
 imports ``CASES`` and ``NOT_RUNNABLE`` too).
 
-``CASES`` covers every STABLEHLO operator LiteRT 2.3 registers (tflite/core/kernels/register.cc)
-and REDUCE_WINDOW, the deprecated TFLite form of STABLEHLO_REDUCE_WINDOW that shares its kernel.
+``CASES`` covers every STABLEHLO operator LiteRT 2.3 registers (tflite/core/kernels/register.cc).
 ``NOT_RUNNABLE`` lists the others with the error LiteRT 2.3 gives for a one-op model of them.
 """
 
@@ -307,22 +306,6 @@ _reduce_window("bool-stablehlo-and-padded", "STABLEHLO_AND", values((6,), np.boo
 _reduce_window("bool-or", "LOGICAL_OR", values((3, 5), np.bool_, 12), False, [2, 3], [1, 2])
 _reduce_window("f32-max-nan", "STABLEHLO_MAXIMUM", np.array([np.nan, 1, 2, np.nan, -1, np.nan], np.float32), 0.0,
                [2], [1])
-
-
-def _old_reduce_window(form: str, function: int, x: np.ndarray, init: Any, window, strides, dilations) -> None:
-    spans = [(w - 1) * wd + 1 for w, wd in zip(window, dilations)]
-    shape = [0 if d < s else (d - s) // st + 1 for d, s, st in zip(x.shape, spans, strides)]
-    opts = Options("ReduceWindowOptions", reduce_function=function)
-    CASES.append(OpCase("REDUCE_WINDOW", form, lambda: one_op(
-        "REDUCE_WINDOW", [x, np.array(init, x.dtype)], [(shape, x.dtype)], opts,
-        constants=[np.array(window, np.int64), np.array(strides, np.int64), np.array(dilations, np.int64)])))
-
-
-_old_reduce_window("f32-add", 1, values((1, 5, 5, 2), np.float32), 0.0, [1, 2, 2, 1], [1, 1, 2, 1], [1, 1, 1, 1])
-_old_reduce_window("f32-max-dilated", 4, values((6, 7), np.float32, 1), -np.inf, [2, 3], [2, 1], [2, 2])
-_old_reduce_window("i32-min", 3, values((8,), np.int32, 2), 2**31 - 1, [3], [2], [1])
-_old_reduce_window("i16-mul", 2, values((4, 4), np.int16, 3), 1, [2, 2], [2, 2], [1, 1])
-_old_reduce_window("bool-any", 6, values((5, 3), np.bool_, 4), False, [2, 2], [1, 1], [1, 1])
 
 
 def _rng_bits(form: str, algorithm: int, state: list[int], shape: Sequence[int], dtype: Any) -> None:

@@ -12,8 +12,8 @@ PyTorch through litert-torch), with LiteRT's semantics where it departs from the
   updates that fall outside it. Scatter's update computation is read off its subgraph as LiteRT
   does: no operator means replace, one STABLEHLO_ADD/_MULTIPLY/_MAXIMUM/_MINIMUM means combine
   the operand's value with the update's; updates apply in row-major order of the updates.
-* STABLEHLO_REDUCE_WINDOW (and the deprecated REDUCE_WINDOW, which shares LiteRT's kernel):
-  base dilation and padding filled with the init value, then each window reduced in row-major
+* STABLEHLO_REDUCE_WINDOW (the deprecated REDUCE_WINDOW, which shares LiteRT's kernel, is in
+  numlite.kernels.xla_window on the builtin-sweep branch): base dilation and padding filled with the init value, then each window reduced in row-major
   order starting from the init value; the body subgraph must be one ADD, MUL, MAXIMUM, MINIMUM,
   LOGICAL_AND or LOGICAL_OR (builtin or STABLEHLO_).
 * STABLEHLO_RNG_BIT_GENERATOR: Philox-4x32-10 (DEFAULT, PHILOX) or Threefry-2x32-20 bits from
@@ -394,15 +394,12 @@ _REDUCTIONS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "LOGICAL_AND": _all, "STABLEHLO_AND": _all,
     "LOGICAL_OR": _any, "STABLEHLO_OR": _any,
 }
-# REDUCE_WINDOW's ReduceWindowFunction enum.
-_REDUCE_FUNCTIONS = {1: "ADD", 2: "MUL", 3: "MINIMUM", 4: "MAXIMUM", 5: "LOGICAL_AND", 6: "LOGICAL_OR"}
 REDUCE_WINDOW_DTYPES = (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.float32, np.float64)
 
 
 class _ReduceWindow(Kernel):
-    """Shared by STABLEHLO_REDUCE_WINDOW and REDUCE_WINDOW: the operand dilated by
-    ``base_dilations`` and padded (negative: cropped) by ``padding``, both filled with the init
-    value, then every window of ``window_dimensions`` (elements ``window_dilations`` apart,
+    """The operand dilated by ``base_dilations`` and padded (negative: cropped) by ``padding``,
+    both filled with the init value, then every window of ``window_dimensions`` (elements ``window_dilations`` apart,
     windows ``window_strides`` apart) reduced from the init value in row-major order."""
 
     MAX_RANK = 6
@@ -473,28 +470,6 @@ class StablehloReduceWindow(_ReduceWindow):
         padding = _ints(o.padding, "padding", self, 2 * rank, 0)
         body = _body_op(self, int(o.body_subgraph_index), "body")
         return self.setup(x, init, window, strides, base, dilations, padding, body)
-
-    def eval(self, ins, outs):
-        self.compute(ins[0], ins[1], outs[0])
-
-
-@register("REDUCE_WINDOW")
-class ReduceWindow(_ReduceWindow):
-    """The deprecated TFLite form: window shape, strides and dilations as constant int64 inputs,
-    the reduction as ``ReduceWindowOptions.reduce_function``; no base dilation or padding."""
-
-    def prepare(self, ins):
-        self.expect_inputs(ins, 5)
-        x, init = ins[0], ins[1]
-        rank = x.ndim
-        params = []
-        for name, t in zip(("window_shape", "window_strides", "window_dilations"), ins[2:]):
-            if t.value is None or t.dtype != np.dtype(np.int64) or t.size != rank:
-                raise self.fail(f"{name} must be a constant int64 vector of {rank} elements")
-            params.append([int(v) for v in t.value.reshape(-1)])
-        function = int(getattr(self.options, "reduce_function", 0)) if self.options is not None else 0
-        body = _REDUCE_FUNCTIONS.get(function)
-        return self.setup(x, init, params[0], params[1], [1] * rank, params[2], [0] * (2 * rank), body)
 
     def eval(self, ins, outs):
         self.compute(ins[0], ins[1], outs[0])
