@@ -92,9 +92,9 @@ class SubgraphRuntime:
 
     def _make_step(self, n: int, op: Any, kernels: dict[str, type[Kernel]]) -> Step:
         name = self.model.op_name(op)
-        node = Node(
-            name, n, self.index, op.builtin_options, op.custom_options, op.inputs, op.outputs, self, op.custom_options_format
-        )
+        # STABLEHLO_* operators keep their options in builtin_options_2; no operator has both.
+        options = op.builtin_options if op.builtin_options is not None else op.builtin_options2
+        node = Node(name, n, self.index, options, op.custom_options, op.inputs, op.outputs, self, op.custom_options_format)
         return Step(n, name, kernels[name](node), list(op.inputs), list(op.outputs))
 
     def where(self, step: Step) -> str:

@@ -174,17 +174,26 @@ class If(SubgraphCall):
         cond, args = ins[0], list(ins[1:])
         if cond.size != 1:
             raise self.fail(f"the condition must have one element, it has shape {cond.shape}")
+        return self.prepare_branches(
+            [(self.options.then_subgraph_index, "then"), (self.options.else_subgraph_index, "else")], args
+        )
+
+    def prepare_branches(self, branches: Sequence[tuple[int, str]], args: Sequence[TensorInfo]) -> list[Spec]:
+        """Prepare the branch subgraphs (index, role) for these arguments and return the
+        outputs' specs: each output's dtype must agree across branches, and its shape is static
+        when every branch gives it the same one (also STABLEHLO_CASE's and COMPOSITE's)."""
         n_out = len(self.node.outputs)
-        self.branches = [
-            self.callee(self.options.then_subgraph_index, "then", len(args), n_out),
-            self.callee(self.options.else_subgraph_index, "else", len(args), n_out),
-        ]
-        then_specs, else_specs = (self.prepare_callee(b, role, args) for b, role in zip(self.branches, ("then", "else")))
+        self.branches = [self.callee(index, role, len(args), n_out) for index, role in branches]
+        all_specs = [self.prepare_callee(b, role, args) for b, (_, role) in zip(self.branches, branches)]
         specs = []
-        for k, (t, e) in enumerate(zip(then_specs, else_specs)):
-            if t.dtype != e.dtype:
-                raise self.fail(f"output {k} is {t.dtype.name} in the then branch but {e.dtype.name} in the else branch")
-            specs.append(Spec(t.shape if t.shape == e.shape else None, t.dtype))
+        for k, outs in enumerate(zip(*all_specs)):
+            first = outs[0]
+            for (_, role), other in zip(branches[1:], outs[1:]):
+                if other.dtype != first.dtype:
+                    raise self.fail(
+                        f"output {k} is {first.dtype.name} in the {branches[0][1]} branch but {other.dtype.name} in the {role} branch"
+                    )
+            specs.append(Spec(first.shape if all(o.shape == first.shape for o in outs) else None, first.dtype))
         self.arg_shapes = [a.shape for a in args]
         self.static = all(s.shape is not None for s in specs)
         # Outputs the branch computes can be computed straight into ours; pass-through and
@@ -192,13 +201,17 @@ class If(SubgraphCall):
         self.computed = [
             {o for o in b.graph.outputs if o not in b.graph.inputs and not b.known[o]} for b in self.branches
         ]
-        self.ready: list[int | None] = [None, None]  # each branch's generation once prepared for us
-        self.recent_calls: list[list[tuple]] = [[], []]  # per branch: (generation, args, outs, program, copies)
+        self.ready: list[int | None] = [None] * len(branches)  # each branch's generation once prepared for us
+        self.recent_calls: list[list[tuple]] = [[] for _ in branches]  # per branch: (generation, args, outs, program, copies)
         return specs
 
     def eval(self, ins, outs):
-        taken = 0 if _truth(ins[0]) else 1
-        branch, args = self.branches[taken], ins[1:]
+        self.run_branch(0 if _truth(ins[0]) else 1, ins[1:], outs)
+
+    def run_branch(self, taken: int, args: Sequence[np.ndarray], outs: list[np.ndarray | None]) -> None:
+        """Run branch ``taken`` on ``args`` into ``outs`` (through its compiled program when the
+        shapes are static and no hook watches)."""
+        branch = self.branches[taken]
         if not self.static:
             outs[:] = self.run_on_copies(branch, args)
             return

@@ -110,7 +110,7 @@ class _Reader:
     def operator_code(self, oc: tflite.OperatorCode) -> OperatorCode:
         # Old files only set the int8 deprecated field; new ones set both (the larger one wins).
         code = max(oc.BuiltinCode(), oc.DeprecatedBuiltinCode())
-        name = schema.BUILTIN_OPERATOR_NAMES.get(code, f"UNKNOWN_BUILTIN_{code}")
+        name = schema.BUILTIN_OPERATOR_NAMES.get(code, f"{schema.UNKNOWN_BUILTIN}{code}")
         return OperatorCode(name, _string(oc.CustomCode()), oc.Version())
 
     def buffer(self, b: tflite.Buffer, index: int) -> Buffer:
@@ -222,7 +222,7 @@ class _Reader:
             return None
         type_name = names.get(kind)
         if type_name is None:
-            raise ModelError(f"unknown builtin options type {kind}")
+            raise ModelError(f"unknown builtin options type {kind} (from a schema newer than numlite's)")
         module = schema.generated_module(type_name)
         fb = getattr(module, type_name)()
         fb.Init(table.Bytes, table.Pos)

@@ -27,11 +27,17 @@ def _enum_names(cls: type) -> dict[int, str]:
     return {v: k for k, v in vars(cls).items() if not k.startswith("_") and isinstance(v, int)}
 
 
-BUILTIN_OPERATOR_NAMES: dict[int, str] = _enum_names(tflite.BuiltinOperator)
+# Codes of LiteRT's schema (2.3) that the ``tflite`` bindings (2.18) do not name yet; their
+# option tables live in numlite.model.generated. A code neither knows reads as
+# "UNKNOWN_BUILTIN_<code>", which the verifier refuses (ModelError naming the operator code).
+_NEWER_OPERATORS = {209: "STABLEHLO_CASE"}
+_NEWER_OPTIONS2 = {23: "StablehloCaseOptions"}
+
+BUILTIN_OPERATOR_NAMES: dict[int, str] = {**_NEWER_OPERATORS, **_enum_names(tflite.BuiltinOperator)}
 BUILTIN_OPERATOR_CODES: dict[str, int] = {v: k for k, v in BUILTIN_OPERATOR_NAMES.items()}
 BUILTIN_OPTIONS_NAMES: dict[int, str] = _enum_names(tflite.BuiltinOptions)
 BUILTIN_OPTIONS_CODES: dict[str, int] = {v: k for k, v in BUILTIN_OPTIONS_NAMES.items()}
-BUILTIN_OPTIONS2_NAMES: dict[int, str] = _enum_names(tflite.BuiltinOptions2)
+BUILTIN_OPTIONS2_NAMES: dict[int, str] = {**_NEWER_OPTIONS2, **_enum_names(tflite.BuiltinOptions2)}
 BUILTIN_OPTIONS2_CODES: dict[str, int] = {v: k for k, v in BUILTIN_OPTIONS2_NAMES.items()}
 TENSOR_TYPE_NAMES: dict[int, str] = _enum_names(tflite.TensorType)
 TENSOR_TYPE_CODES: dict[str, int] = {v: k for k, v in TENSOR_TYPE_NAMES.items()}
@@ -105,9 +111,15 @@ def snake_case(camel: str) -> str:
     return _SNAKE_2.sub(r"\1_\2", _SNAKE_1.sub(r"\1_\2", camel)).lower()
 
 
+UNKNOWN_BUILTIN = "UNKNOWN_BUILTIN_"  # how the reader names a code no schema here knows
+
+
 @functools.cache
 def generated_module(type_name: str):
-    """The generated module of a schema table (``tflite.Conv2DOptions``, ``tflite.Buffer``)."""
+    """The generated module of a schema table (``tflite.Conv2DOptions``, ``tflite.Buffer``;
+    tables newer than the ``tflite`` package from ``numlite.model.generated``)."""
+    if type_name in _NEWER_OPTIONS2.values():
+        return importlib.import_module(f"numlite.model.generated.{type_name}")
     return importlib.import_module(f"tflite.{type_name}")
 
 

@@ -149,6 +149,8 @@ def _layout(type_name: str) -> tuple[_Field, ...]:
 
 @functools.cache
 def _union_members(enum: str) -> dict[int, str]:
+    if enum == "BuiltinOptions2":  # with the members newer than the tflite bindings
+        return {k: v for k, v in schema.BUILTIN_OPTIONS2_NAMES.items() if k != 0}
     cls = getattr(importlib.import_module(f"tflite.{enum}"), enum)
     return {v: k for k, v in vars(cls).items() if not k.startswith("_") and isinstance(v, int) and v != 0}
 
@@ -516,7 +518,8 @@ def _verify_sparsity(where: str, t: Tensor, shape: tuple[int, ...], stored: int)
 def subgraph_calls(model: Model) -> dict[int, list[tuple[int, str, int]]]:
     """For each subgraph, the subgraphs its operators call: (node, op, callee) triples.
 
-    Calls are read from every option field named ``*_subgraph_index`` (IF, WHILE, CALL_ONCE...).
+    Calls are read from every option field named ``*_subgraph_index`` (IF, WHILE, CALL_ONCE...)
+    or ``*_subgraph_indices`` (STABLEHLO_CASE).
     """
     calls: dict[int, list[tuple[int, str, int]]] = {s: [] for s in range(len(model.subgraphs))}
     for s, n, op in model.iter_operators():
@@ -526,6 +529,8 @@ def subgraph_calls(model: Model) -> dict[int, list[tuple[int, str, int]]]:
             for field, value in options.fields().items():
                 if field.endswith("subgraph_index"):
                     calls[s].append((n, model.op_name(op), int(value)))
+                elif field.endswith("subgraph_indices") and value is not None:  # STABLEHLO_CASE's branches
+                    calls[s].extend((n, model.op_name(op), int(v)) for v in value)
     return calls
 
 
