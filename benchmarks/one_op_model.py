@@ -92,60 +92,94 @@ def _bytes(value: np.ndarray, type_name: str) -> np.ndarray:
     return np.frombuffer(np.ascontiguousarray(value).tobytes(), np.uint8)
 
 
+class Graph:
+    """A subgraph under construction: tensors made by ``add`` (an In, or an Out for a computed
+    tensor), operators by ``op``. ``model(*graphs)`` writes a model, this graph first."""
+
+    def __init__(self, name: str | None = None) -> None:
+        self.sg = Subgraph(name=name)
+        self.feeds: list[np.ndarray] = []
+        self.buffers: list[np.ndarray] = []  # (data) of this graph's constants, numbered from 1
+        self.ops: list[tuple[str, Operator, int]] = []
+
+    def add(self, spec: In | Out, name: str | None = None) -> int:
+        """A tensor: a model input, constant or variable (In), or a computed one (Out)."""
+        index = len(self.sg.tensors)
+        name = name or f"t{index}"
+        if isinstance(spec, Out):
+            self.sg.tensors.append(Tensor(name, spec.shape, spec.type or schema.type_name_of(spec.dtype),
+                                          quantization=quantization(spec.q)))
+            return index
+        type_name = _type_name(spec.value, spec.type)
+        tensor = Tensor(name, tuple(spec.value.shape), type_name, quantization=quantization(spec.q))
+        if spec.kind == "input":
+            self.sg.inputs.append(index)
+            self.feeds.append(spec.value)
+        elif spec.kind == "variable":
+            tensor.is_variable = True
+            if spec.value.size and np.any(spec.value):  # LiteRT zeroes variables without data
+                tensor.buffer = self._buffer(_bytes(spec.value, type_name))
+        else:
+            tensor.buffer = self._buffer(_bytes(spec.value, type_name))
+        self.sg.tensors.append(tensor)
+        return index
+
+    def _buffer(self, data: np.ndarray) -> int:
+        self.buffers.append(data)
+        return -len(self.buffers)  # renumbered when the model is written
+
+    def op(self, op: str, inputs: Sequence[int], outputs: Sequence[int], options: dict[str, Any] | None = None, *,
+           options_type: str | None = None, options2: tuple[str, dict[str, Any]] | None = None,
+           custom_options: bytes | None = None, version: int = 1, intermediates: Sequence[int] = ()) -> None:
+        opts = None
+        type_name = options_type or schema.options_type_for_op(op)
+        if options is not None or type_name is not None:
+            if type_name is None:
+                raise ValueError(f"{op} has no options table; name one with options_type")
+            opts = Options(type_name, **(options or {}))
+        opts2 = Options(options2[0], **options2[1]) if options2 else None
+        node = Operator(0, list(inputs), list(outputs), opts, opts2, custom_options, intermediates=list(intermediates))
+        self.sg.operators.append(node)
+        self.ops.append((op, node, version))
+
+    def output(self, *indices: int) -> None:
+        self.sg.outputs.extend(indices)
+
+
+def model(*graphs: Graph) -> tuple[bytes, list[np.ndarray]]:
+    """The model bytes of these subgraphs (the first is the main one) and its feeds."""
+    m = Model()
+    codes: dict[tuple[str, int], int] = {}
+    for g in graphs:
+        base = len(m.buffers)
+        m.buffers.extend(Buffer(d) for d in g.buffers)
+        for t in g.sg.tensors:
+            if t.buffer < 0:
+                t.buffer = base - 1 - t.buffer
+        for op, node, version in g.ops:
+            if (op, version) not in codes:
+                codes[(op, version)] = len(m.operator_codes)
+                m.operator_codes.append(OperatorCode(op, version=version))
+            node.opcode_index = codes[(op, version)]
+        m.subgraphs.append(g.sg)
+    return write_model(m), graphs[0].feeds
+
+
 def one_op(
     op: str,
     inputs: Sequence[In | None],
     outputs: Sequence[Out],
     options: dict[str, Any] | None = None,
     *,
-    options_type: str | None = None,
-    options2: tuple[str, dict[str, Any]] | None = None,
-    custom_options: bytes | None = None,
-    version: int = 1,
     intermediates: Sequence[Out] = (),
+    **op_kwargs: Any,
 ) -> tuple[bytes, list[np.ndarray]]:
-    """The model bytes of one ``op`` node and the values to feed its model inputs, in order."""
-    model = Model(operator_codes=[OperatorCode(op, version=version)])
-    sg = Subgraph()
-    feeds: list[np.ndarray] = []
-    in_indices: list[int] = []
-    for n, spec in enumerate(inputs):
-        if spec is None:
-            in_indices.append(-1)
-            continue
-        type_name = _type_name(spec.value, spec.type)
-        tensor = Tensor(f"in{n}", tuple(spec.value.shape), type_name, quantization=quantization(spec.q))
-        if spec.kind == "input":
-            sg.inputs.append(len(sg.tensors))
-            feeds.append(spec.value)
-        elif spec.kind == "variable":
-            tensor.is_variable = True
-            if spec.value.size and np.any(spec.value):  # LiteRT zeroes variables without data
-                model.buffers.append(Buffer(_bytes(spec.value, type_name)))
-                tensor.buffer = len(model.buffers) - 1
-        else:
-            model.buffers.append(Buffer(_bytes(spec.value, type_name)))
-            tensor.buffer = len(model.buffers) - 1
-        in_indices.append(len(sg.tensors))
-        sg.tensors.append(tensor)
-    out_indices = []
-    for n, o in enumerate(outputs):
-        type_name = o.type or schema.type_name_of(o.dtype)
-        out_indices.append(len(sg.tensors))
-        sg.outputs.append(len(sg.tensors))
-        sg.tensors.append(Tensor(f"out{n}", o.shape, type_name, quantization=quantization(o.q)))
-    inter = []
-    for n, o in enumerate(intermediates):
-        inter.append(len(sg.tensors))
-        sg.tensors.append(Tensor(f"intermediate{n}", o.shape, o.type or schema.type_name_of(o.dtype),
-                                 quantization=quantization(o.q)))
-    opts = None
-    type_name = options_type or schema.options_type_for_op(op)
-    if options is not None or type_name is not None:
-        if type_name is None:
-            raise ValueError(f"{op} has no options table; name one with options_type")
-        opts = Options(type_name, **(options or {}))
-    opts2 = Options(options2[0], **options2[1]) if options2 else None
-    sg.operators.append(Operator(0, in_indices, out_indices, opts, opts2, custom_options, intermediates=inter))
-    model.subgraphs.append(sg)
-    return write_model(model), feeds
+    """The model bytes of one ``op`` node and the values to feed its model inputs, in order
+    (``op_kwargs``: options_type, options2, custom_options, version; see Graph.op)."""
+    g = Graph()
+    ins = [-1 if spec is None else g.add(spec, f"in{n}") for n, spec in enumerate(inputs)]
+    outs = [g.add(o, f"out{n}") for n, o in enumerate(outputs)]
+    inter = [g.add(o, f"intermediate{n}") for n, o in enumerate(intermediates)]
+    g.op(op, ins, outs, options, intermediates=inter, **op_kwargs)
+    g.output(*outs)
+    return model(g)
