@@ -96,22 +96,38 @@ def run(interpreter: Any, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     return [np.array(interpreter.get_tensor(d["index"])) for d in interpreter.get_output_details()]
 
 
-def run_litert(model: bytes, inputs: Sequence[np.ndarray]) -> tuple[str, list[np.ndarray] | None]:
-    """("ok", outputs) from LiteRT's default resolver, ("ok without XNNPACK", outputs) when only
-    the builtin kernels without the delegate run the model, or (LiteRT's error, None)."""
-    errors = []
-    for status, resolver in ((OK, None), (f"{OK} without XNNPACK", OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)):
+def run_litert(model: bytes, inputs: Sequence[np.ndarray]) -> tuple[str, list[list[np.ndarray]] | None]:
+    """LiteRT's status and outputs: its builtin kernels without the XNNPACK delegate first (the
+    reference numlite follows), then the default resolver with the delegate, whose float and
+    quantized arithmetic differs at the edges. ("ok", [builtin outputs, default outputs]) when
+    both run, "ok without XNNPACK" / "ok with XNNPACK only" when one does, (LiteRT's error, None)
+    when neither does."""
+    runs, errors = [], []
+    for resolver in (OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES, None):
         kwargs = {} if resolver is None else {"experimental_op_resolver_type": resolver}
         try:
             with _quiet():
-                return status, run(LiteRTInterpreter(model_content=model, **kwargs), inputs)
+                runs.append(run(LiteRTInterpreter(model_content=model, **kwargs), inputs))
         except Exception as e:  # LiteRT refuses the form: its message is the record
+            runs.append(None)
             errors.append(_short(f"{type(e).__name__}: {e}"))
-    return errors[-1], None
+    builtin, default = runs
+    if builtin is None and default is None:
+        return errors[-1], None
+    status = OK if builtin is not None and default is not None else (
+        f"{OK} without XNNPACK" if default is None else f"{OK} with XNNPACK only")
+    return status, [r for r in runs if r is not None]
 
 
 def run_numlite(model: bytes, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     return run(numlite.Interpreter(model_content=model), inputs)
+
+
+def compare_runs(case: OpCase, runs: Sequence[Sequence[np.ndarray]], actual: Sequence[np.ndarray]) -> str:
+    """"ok" when numlite's outputs match LiteRT's builtin kernels' (or, where they differ from
+    them, the XNNPACK delegate's), else how they differ from the builtin kernels'."""
+    outcomes = [compare(case, expected, actual) for expected in runs]
+    return OK if OK in outcomes else outcomes[0]
 
 
 def compare(case: OpCase, expected: Sequence[np.ndarray], actual: Sequence[np.ndarray]) -> str:
@@ -141,7 +157,7 @@ def compare(case: OpCase, expected: Sequence[np.ndarray], actual: Sequence[np.nd
 # LiteRT runs the cases in a child process that stores each result as it finishes; where the
 # child dies, the case it was running is recorded as a crash and a new child takes the rest.
 
-LiteRTOutcome = tuple[str, list[np.ndarray] | None]
+LiteRTOutcome = tuple[str, list[list[np.ndarray]] | None]
 
 
 def litert_outcomes(cases: Sequence[OpCase]) -> dict[str, LiteRTOutcome]:
@@ -186,9 +202,10 @@ def _litert_worker(tmp: str) -> None:
         os.replace(os.path.join(tmp, f"{n}.tmp"), os.path.join(tmp, f"{n}.pkl"))
 
 
-def sweep(case: OpCase, litert: LiteRTOutcome | None = None) -> tuple[Result, list[np.ndarray] | None, list[np.ndarray] | None]:
+def sweep(case: OpCase, litert: LiteRTOutcome | None = None) -> tuple[Result, list[list[np.ndarray]] | None,
+                                                                      list[np.ndarray] | None]:
     """Run one case in numlite against LiteRT's outcome (run here when not given: only for
-    cases known not to crash LiteRT); the result and both interpreters' outputs."""
+    cases known not to crash LiteRT); the result, LiteRT's runs and numlite's outputs."""
     start = time.perf_counter()
     model, inputs = case.build()
     status, expected = litert if litert is not None else run_litert(model, inputs)
@@ -196,7 +213,7 @@ def sweep(case: OpCase, litert: LiteRTOutcome | None = None) -> tuple[Result, li
     if expected is not None:
         try:
             actual = run_numlite(model, inputs)
-            outcome = compare(case, expected, actual)
+            outcome = compare_runs(case, expected, actual)
         except Exception as e:  # numlite's failure is the result being measured
             outcome = _short(f"{type(e).__name__}: {e}")
     return Result(case.op, case.form, status, outcome, time.perf_counter() - start), expected, actual
@@ -265,7 +282,7 @@ def markdown(results: Sequence[Result], not_runnable: dict[str, str], cases_by_o
             elif r.numlite != OK:
                 forms.append(f"{r.form} (numlite: {_cell(r.numlite)})")
             elif r.litert != OK:
-                forms.append(f"{r.form} (LiteRT without XNNPACK only)")
+                forms.append(f"{r.form} (LiteRT {r.litert[len(OK) + 1:]})")
             else:
                 forms.append(r.form)
         lines.append(f"| {op} | {len(ran)}/{len(rs)} | {sum(r.numlite_runs for r in rs)}/{len(ran)} | {', '.join(forms)} |")
