@@ -16,7 +16,7 @@ from typing import Any, Callable
 import numpy as np
 
 from builtin_op_case import OpCase
-from one_op_model import In, Out, k, one_op, out, v, x
+from one_op_model import Graph, In, Out, k, model, one_op, out, v, x
 
 CASES: list[OpCase] = []
 NOT_RUNNABLE: dict[str, str] = {
@@ -671,3 +671,244 @@ case("FAKE_QUANT", "f32-8bit", [x(f32((2, 5), -3, 3))], [out(F32)], {"min": -1.0
 case("FAKE_QUANT", "f32-4bit-narrow", [x(f32((3, 4), -3, 3))], [out(F32)], {"min": -2.0, "max": 1.5, "num_bits": 4,
      "narrow_range": True})
 case("FAKE_QUANT", "f32-r0", [x(np.float32(0.7))], [out(F32)], {"min": 0.0, "max": 1.0, "num_bits": 3})
+
+
+# ============================================================================= recurrent
+
+
+def rnn_weights(tag: Any, n_in: int, units: int) -> list[In]:
+    return [k(f32((units, n_in), -0.5, 0.5, (tag, 1))), k(f32((units, units), -0.5, 0.5, (tag, 2))),
+            k(f32((units,), -0.5, 0.5, (tag, 3)))]
+
+
+case("RNN", "f32-tanh", [x(f32((2, 3))), *rnn_weights("rnn", 3, 4), v(np.zeros((2, 4), np.float32))], [out(F32)],
+     {"fused_activation_function": 4})
+case("RNN", "f32-relu", [x(f32((1, 2))), *rnn_weights("rnn2", 2, 3), v(np.zeros((1, 3), np.float32))], [out(F32)],
+     {"fused_activation_function": 1})
+case("RNN", "hybrid", [x(f32((2, 3))), k(ints((4, 3), I8, -127, 127), (0.005, 0)), k(ints((4, 4), I8, -127, 127, 1), (0.004, 0)),
+     k(f32((4,), -0.5, 0.5)), v(np.zeros((2, 4), np.float32))], [out(F32)], {"fused_activation_function": 4},
+     rtol=2e-4, atol=2e-4)  # as hybrid FULLY_CONNECTED
+case("UNIDIRECTIONAL_SEQUENCE_RNN", "f32-time-major", [x(f32((3, 2, 3))), *rnn_weights("urnn", 3, 4),
+     v(np.zeros((2, 4), np.float32))], [out(F32)], {"time_major": True, "fused_activation_function": 4})
+case("UNIDIRECTIONAL_SEQUENCE_RNN", "f32-batch-major-relu", [x(f32((2, 4, 3))), *rnn_weights("urnn2", 3, 2),
+     v(np.zeros((2, 2), np.float32))], [out(F32)], {"time_major": False, "fused_activation_function": 1})
+BIRNN = [x(f32((3, 2, 3))), *rnn_weights("bfw", 3, 4), v(np.zeros((2, 4), np.float32)), *rnn_weights("bbw", 3, 4),
+         v(np.zeros((2, 4), np.float32)), None, None, None]
+case("BIDIRECTIONAL_SEQUENCE_RNN", "f32-time-major", BIRNN, [out(F32), out(F32)],
+     {"time_major": True, "fused_activation_function": 4, "merge_outputs": False})
+case("BIDIRECTIONAL_SEQUENCE_RNN", "f32-merged", [x(f32((2, 3, 3))), *BIRNN[1:]], [out(F32)],
+     {"time_major": False, "fused_activation_function": 4, "merge_outputs": True})
+
+
+def lstm_weights(tag: Any, n_in: int, cells: int, peephole: bool = False, cifg: bool = False) -> list[In | None]:
+    """input-to-gate weights (i, f, c, o), recurrent ones, peepholes, gate biases, projection."""
+    w = [k(f32((cells, n_in), -0.5, 0.5, (tag, g))) for g in "ifco"]
+    r = [k(f32((cells, cells), -0.5, 0.5, (tag, "r", g))) for g in "ifco"]
+    p = [k(f32((cells,), -0.5, 0.5, (tag, "p", g))) for g in "ifo"] if peephole else [None] * 3
+    b = [k(f32((cells,), -0.5, 0.5, (tag, "b", g))) for g in "ifco"]
+    if cifg:
+        w[0] = r[0] = b[0] = p[0] = None
+    return [*w, *r, *p, *b, None, None]
+
+
+def lstm(tag: Any, x_shape: tuple, cells: int, batch: int, **kw: Any) -> list[In | None]:
+    return [x(f32(x_shape, seed=tag)), *lstm_weights(tag, x_shape[-1], cells, **kw), v(np.zeros((batch, cells), np.float32)),
+            v(np.zeros((batch, cells), np.float32)), None, None, None, None]
+
+
+case("LSTM", "f32", lstm("lstm", (2, 3), 4, 2), [out(F32)], {"fused_activation_function": 4})
+case("LSTM", "f32-peephole-cifg-clip", lstm("lstm2", (1, 2), 3, 1, peephole=True, cifg=True), [out(F32)],
+     {"fused_activation_function": 4, "cell_clip": 0.5})
+case("UNIDIRECTIONAL_SEQUENCE_LSTM", "f32-time-major", lstm("ulstm", (3, 2, 3), 4, 2), [out(F32)],
+     {"fused_activation_function": 4, "time_major": True})
+case("UNIDIRECTIONAL_SEQUENCE_LSTM", "f32-batch-major-peephole", lstm("ulstm2", (2, 3, 2), 3, 2, peephole=True), [out(F32)],
+     {"fused_activation_function": 4, "time_major": False})
+BILSTM = [x(f32((3, 2, 3))), *lstm_weights("bl-fw", 3, 4), *lstm_weights("bl-bw", 3, 4)] + \
+    [v(np.zeros((2, 4), np.float32)) for _ in range(4)] + [None] * 9
+case("BIDIRECTIONAL_SEQUENCE_LSTM", "f32-time-major", BILSTM, [out(F32), out(F32)],
+     {"fused_activation_function": 4, "time_major": True, "merge_outputs": False})
+case("BIDIRECTIONAL_SEQUENCE_LSTM", "f32-merged", BILSTM, [out(F32)],
+     {"fused_activation_function": 4, "time_major": True, "merge_outputs": True})
+case("SVDF", "f32-rank1", [x(f32((2, 3))), k(f32((4, 3), -0.5, 0.5, 1)), k(f32((4, 5), -0.5, 0.5, 2)), k(f32((4,), seed=3)),
+     v(np.zeros((2, 20), np.float32))], [out(F32)], {"rank": 1, "fused_activation_function": 0})
+case("SVDF", "f32-rank2-relu-no-bias", [x(f32((1, 4))), k(f32((6, 4), -0.5, 0.5, 1)), k(f32((6, 3), -0.5, 0.5, 2)), None,
+     v(np.zeros((1, 18), np.float32))], [out(F32)], {"rank": 2, "fused_activation_function": 1})
+case("SVDF", "hybrid", [x(f32((2, 3))), k(ints((4, 3), I8, -127, 127), (0.005, 0)), k(ints((4, 5), I8, -127, 127, 2), (0.004, 0)),
+     k(f32((4,), seed=3)), v(np.zeros((2, 20), np.float32))], [out(F32)], {"rank": 1, "fused_activation_function": 0})
+
+
+# ============================================================================= control flow, variables, tables
+
+def _if_model(cond: bool) -> tuple[bytes, list[np.ndarray]]:
+    main, then, other = Graph(), Graph("then"), Graph("else")
+    c, a, b = main.add(x(np.bool_(cond))), main.add(x(f32((2, 3)))), main.add(x(f32((2, 3), seed=1)))
+    o = main.add(out(F32))
+    main.op("IF", [c, a, b], [o], {"then_subgraph_index": 1, "else_subgraph_index": 2})
+    main.output(o)
+    for g, op in ((then, "ADD"), (other, "MUL")):
+        p, q, r = g.add(out(F32, shape=(2, 3))), g.add(out(F32, shape=(2, 3))), g.add(out(F32, shape=(2, 3)))
+        g.sg.inputs = [p, q]
+        g.op(op, [p, q], [r], {"fused_activation_function": 0})
+        g.output(r)
+    return model(main, then, other)
+
+
+def _while_model() -> tuple[bytes, list[np.ndarray]]:
+    """i, acc -> (i + 1, acc * 1.5) while i < limit."""
+    main, cond, body = Graph(), Graph("cond"), Graph("body")
+    i, acc = main.add(x(np.int32(0))), main.add(x(f32((3,))))
+    oi, oacc = main.add(out(I32)), main.add(out(F32))
+    main.op("WHILE", [i, acc], [oi, oacc], {"cond_subgraph_index": 1, "body_subgraph_index": 2})
+    main.output(oi, oacc)
+    ci, cacc, limit, res = cond.add(out(I32)), cond.add(out(F32, shape=(3,))), cond.add(k(np.int32(4))), cond.add(out(BOOL))
+    cond.sg.inputs = [ci, cacc]
+    cond.op("LESS", [ci, limit], [res])
+    cond.output(res)
+    bi, bacc, one, scale = body.add(out(I32)), body.add(out(F32, shape=(3,))), body.add(k(np.int32(1))), body.add(k(np.float32(1.5)))
+    ni, nacc = body.add(out(I32)), body.add(out(F32, shape=(3,)))
+    body.sg.inputs = [bi, bacc]
+    body.op("ADD", [bi, one], [ni], {"fused_activation_function": 0})
+    body.op("MUL", [bacc, scale], [nacc], {"fused_activation_function": 0})
+    body.output(ni, nacc)
+    return model(main, cond, body)
+
+
+def _variable_model(call_once: bool) -> tuple[bytes, list[np.ndarray]]:
+    """VAR_HANDLE, ASSIGN_VARIABLE of the input (or, with CALL_ONCE, of a constant in an init
+    subgraph run once), READ_VARIABLE."""
+    main = Graph()
+    graphs = [main]
+    value = main.add(x(f32((2, 3))))
+    handle = main.add(out(np.int32, type="RESOURCE"))
+    main.op("VAR_HANDLE", [], [handle], {"container": "", "shared_name": "v"})
+    if call_once:
+        init = Graph("init")
+        h, c = init.add(out(np.int32, type="RESOURCE")), init.add(k(f32((2, 3), seed=9)))
+        init.op("VAR_HANDLE", [], [h], {"container": "", "shared_name": "v"})
+        init.op("ASSIGN_VARIABLE", [h, c], [])
+        main.op("CALL_ONCE", [], [], {"init_subgraph_index": 1})
+        graphs.append(init)
+    else:
+        main.op("ASSIGN_VARIABLE", [handle, value], [])
+    read, total = main.add(out(F32)), main.add(out(F32))
+    main.op("READ_VARIABLE", [handle], [read])
+    main.op("ADD", [read, value], [total], {"fused_activation_function": 0})
+    main.output(total)
+    return model(*graphs)
+
+
+def _table_model(key_string: bool) -> tuple[bytes, list[np.ndarray]]:
+    """HASHTABLE, HASHTABLE_IMPORT of constant keys and values, HASHTABLE_FIND of the input
+    keys (some missing), HASHTABLE_SIZE."""
+    g = Graph()
+    words = np.array([b"a", b"bb", b"ccc", b"d"], object)
+    numbers = np.array([7, -1, 30, 4], np.int64)
+    keys, values = (words, numbers) if key_string else (numbers, words)
+    query = np.array([b"ccc", b"zz", b"a"], object) if key_string else np.array([30, 5, 7, -1], np.int64)
+    default = np.array([-9], np.int64) if key_string else np.array([b"?"], object)
+    handle, q = g.add(out(np.int32, type="RESOURCE")), g.add(x(query))
+    ks, vs, d = g.add(k(keys)), g.add(k(values)), g.add(k(default))
+    found, size = g.add(out(np.int64) if key_string else out(object, type="STRING")), g.add(out(np.int64))
+    string, int64 = 5, 4  # TensorType codes
+    g.op("HASHTABLE", [], [handle], {"table_id": 1, "key_dtype": string if key_string else int64,
+                                     "value_dtype": int64 if key_string else string})
+    g.op("HASHTABLE_IMPORT", [handle, ks, vs], [])
+    g.op("HASHTABLE_FIND", [handle, q, d], [found])
+    g.op("HASHTABLE_SIZE", [handle], [size])
+    g.output(found, size)
+    return model(g)
+
+
+def custom_case(op: str, form: str, build: Callable[[], tuple[bytes, list[np.ndarray]]], **kw: Any) -> None:
+    """A case whose model is not one op (control flow, resources): ``build`` makes it."""
+    CASES.append(OpCase(op, form, build, **kw))
+
+
+custom_case("IF", "then-add", lambda: _if_model(True))
+custom_case("IF", "else-mul", lambda: _if_model(False))
+custom_case("WHILE", "counter-scale", _while_model)
+for op in ("VAR_HANDLE", "ASSIGN_VARIABLE", "READ_VARIABLE"):
+    custom_case(op, "assign-read", lambda: _variable_model(False))
+custom_case("CALL_ONCE", "init-variable", lambda: _variable_model(True))
+for op in ("HASHTABLE", "HASHTABLE_IMPORT", "HASHTABLE_FIND", "HASHTABLE_SIZE"):
+    custom_case(op, "string-to-int64", lambda: _table_model(True))
+    custom_case(op, "int64-to-string", lambda: _table_model(False))
+
+
+# ============================================================================= random, detection, complex
+
+for op in ("RANDOM_UNIFORM", "RANDOM_STANDARD_NORMAL"):
+    case(op, "seeded", [k(i32(3, 4))], [out(F32)], {"seed": 7, "seed2": 11})
+    case(op, "seed-only-shape-input", [x(i32(5))], [out(F32)], {"seed": 3, "seed2": 0})
+    case(op, "i64-shape", [k(np.array([2, 2, 2], np.int64))], [out(F32)], {"seed": 0, "seed2": 5})
+case("MULTINOMIAL", "i64", [x(f32((2, 5))), k(np.int32(6))], [out(I64)], {"seed": 4, "seed2": 9})
+case("MULTINOMIAL", "i32", [x(np.log(np.array([[0.2, 0.3, 0.5]], np.float32))), k(np.int32(8))], [out(I32)],
+     {"seed": 1, "seed2": 2})
+
+
+def nms_boxes(count: int, seed: int) -> np.ndarray:
+    r = _rng("boxes", count, seed)
+    corner = r.uniform(0, 0.6, (count, 2))
+    return np.concatenate([corner, corner + r.uniform(0.1, 0.4, (count, 2))], 1).astype(np.float32)
+
+
+case("NON_MAX_SUPPRESSION_V4", "f32", [x(nms_boxes(12, 0)), x(f32((12,), 0, 1)), k(np.int32(5)), k(np.float32(0.3)),
+     k(np.float32(0.2))], [out(I32), out(I32)])
+case("NON_MAX_SUPPRESSION_V4", "few-kept", [x(nms_boxes(6, 1)), x(f32((6,), 0, 1, 1)), k(np.int32(6)), k(np.float32(0.1)),
+     k(np.float32(0.6))], [out(I32), out(I32)])
+case("NON_MAX_SUPPRESSION_V5", "hard", [x(nms_boxes(12, 2)), x(f32((12,), 0, 1, 2)), k(np.int32(5)), k(np.float32(0.3)),
+     k(np.float32(0.2)), k(np.float32(0.0))], [out(I32), out(F32), out(I32)])
+case("NON_MAX_SUPPRESSION_V5", "soft", [x(nms_boxes(12, 3)), x(f32((12,), 0, 1, 3)), k(np.int32(6)), k(np.float32(0.4)),
+     k(np.float32(0.1)), k(np.float32(0.3))], [out(I32), out(F32), out(I32)])
+case("RFFT2D", "r2", [x(f32((4, 8))), k(i32(4, 8))], [out(C64)])
+case("RFFT2D", "r3-crop-pad", [x(f32((2, 3, 5))), k(i32(4, 4))], [out(C64)])
+for op in ("REAL", "IMAG", "COMPLEX_ABS"):
+    case(op, "r2", [x(c64((2, 3)))], [out(F32)])
+    case(op, "r0", [x(np.complex64(3 - 4j))], [out(F32)])
+
+
+# ============================================================================= sparse and legacy ops
+
+
+def _densify_model() -> tuple[bytes, list[np.ndarray]]:
+    """A 3x4 float constant stored CSR (rows dense, columns sparse), densified."""
+    from numlite.model.ir import DimensionMetadata, Sparsity
+
+    g = Graph()
+    t = g.add(k(np.array([1.5, -2, 3, 0.25], np.float32)))
+    g.sg.tensors[t].shape = (3, 4)
+    g.sg.tensors[t].sparsity = Sparsity([0, 1], [], [DimensionMetadata("DENSE", 3),
+                                                      DimensionMetadata("SPARSE_CSR", 0, i32(0, 2, 2, 4), i32(0, 3, 1, 2))])
+    o = g.add(out(F32))
+    g.op("DENSIFY", [t], [o])
+    g.output(o)
+    return model(g)
+
+
+custom_case("DENSIFY", "f32-csr", _densify_model)
+SPARSE_IDS = [x(i32(1, 3, 0, 2)), x(np.array([[0, 0], [0, 1], [1, 0], [2, 0]], np.int32)), k(i32(3, 2)),
+              x(f32((4,), 0.5, 2))]
+for combiner, name in ((0, "sum"), (1, "mean"), (2, "sqrtn")):
+    case("EMBEDDING_LOOKUP_SPARSE", f"f32-{name}", [*SPARSE_IDS, k(f32((4, 3)))], [out(F32)], {"combiner": combiner})
+case("EMBEDDING_LOOKUP_SPARSE", "f32-r3-params-empty-row", [x(i32(1, 0)), x(np.array([[0, 0], [2, 1]], np.int32)),
+     k(i32(3, 2)), x(f32((2,), 0.5, 2)), k(f32((2, 2, 2)))], [out(F32)], {"combiner": 0})
+case("HASHTABLE_LOOKUP", "f32-values", [x(i32(5, 2, 9, 2)), k(i32(1, 2, 5)), k(f32((3, 2)))], [out(F32), out(U8)])
+case("HASHTABLE_LOOKUP", "i32-values-r1", [x(i32(7, 3)), k(i32(3, 7)), k(i32(30, 70))], [out(I32), out(U8)])
+case("HASHTABLE_LOOKUP", "string-values", [x(i32(4, 1)), k(i32(1, 4)), k(np.array([b"one", b"four"], object))],
+     [out(object, type="STRING"), out(U8)])
+case("LSH_PROJECTION", "sparse", [k(f32((3, 2), seed=1)), x(ints((4, 2), I32, -9, 9))], [out(I32)], {"type": 1})
+case("LSH_PROJECTION", "dense-weighted", [k(f32((2, 3), seed=2)), x(f32((3, 2))), x(f32((3,), seed=3))], [out(I32)], {"type": 2})
+case("SKIP_GRAM", "bigrams-skip1", [x(np.array([b"the quick brown fox"], object))], [out(object, type="STRING")],
+     {"ngram_size": 2, "max_skip_size": 1, "include_all_ngrams": False})
+case("SKIP_GRAM", "all-ngrams", [x(np.array([b"a b c"], object))], [out(object, type="STRING")],
+     {"ngram_size": 2, "max_skip_size": 0, "include_all_ngrams": True})
+case("CONCAT_EMBEDDINGS", "f32", [x(f32((2, 3))), x(f32((2, 2), seed=1))], [out(F32)],
+     {"num_channels": 2, "num_columns_per_channel": [3, 2], "embedding_dim_per_channel": [1, 1]})
+case("DILATE", "f32-r2", [x(f32((2, 3))), k(i32(2, 3)), k(np.float32(-1))], [out(F32)])
+case("DILATE", "i8-r3", [x(ints((2, 2, 2), I8)), k(i32(1, 2, 3)), k(np.int8(5))], [out(I8)])
+case("DILATE", "i32-ones", [x(ints((3,), I32)), k(i32(1)), k(np.int32(0))], [out(I32)])
+for fn, name in ((1, "add"), (2, "mul"), (3, "min"), (4, "max")):
+    case("REDUCE_WINDOW", f"f32-{name}", [x(f32((1, 4, 5, 1))), k(np.float32(0 if fn == 1 else 1 if fn == 2 else 9 if fn == 3
+         else -9)), k(np.array([1, 2, 2, 1], np.int64)), k(np.array([1, 1, 2, 1], np.int64)),
+         k(np.array([1, 1, 1, 1], np.int64))], [out(F32)], options_type=None,
+         options2=("ReduceWindowOptions", {"reduce_function": fn}))

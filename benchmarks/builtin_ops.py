@@ -195,8 +195,12 @@ def _litert_worker(tmp: str) -> None:
     for n, cid in enumerate(todo):
         sys.stderr.write(f"running {cid}\n")
         sys.stderr.flush()
-        model, inputs = cases[cid].build()
-        outcome = run_litert(model, inputs)
+        try:
+            model, inputs = cases[cid].build()
+        except Exception as e:  # a defect of the case, reported as its result
+            outcome: LiteRTOutcome = (_short(f"the case cannot be built: {type(e).__name__}: {e}"), None)
+        else:
+            outcome = run_litert(model, inputs)
         with open(os.path.join(tmp, f"{n}.tmp"), "wb") as f:
             pickle.dump(outcome, f)
         os.replace(os.path.join(tmp, f"{n}.tmp"), os.path.join(tmp, f"{n}.pkl"))
