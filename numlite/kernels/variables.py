@@ -84,7 +84,8 @@ class ReadVariable(Kernel):
         rt, out = self.node.runtime, self.node.outputs[0]
         t = rt.graph.tensors[out]
         signature = t.shape_signature if t.shape_signature is not None else t.shape
-        static = all(d >= 0 for d in signature)
+        # LiteRT sizes a rank-0 output at invoke (it cannot tell a scalar from an unranked tensor)
+        static = len(signature) > 0 and all(d >= 0 for d in signature)
         return [Spec(tuple(t.shape) if static else None, rt.dtypes[out])]
 
     def eval(self, ins, outs):
