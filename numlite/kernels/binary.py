@@ -108,8 +108,14 @@ class Sub(Binary):
 
 @register("MUL")
 class Mul(Binary):
-    dtypes = NUMERIC + (np.int16,)
+    dtypes = NUMERIC + (np.int16, np.complex64)
     compute = _ufunc(np.multiply)
+
+    def prepare(self, ins):
+        specs = super().prepare(ins)
+        if ins[0].dtype == np.complex64 and self.activation is not None:
+            raise self.fail("a fused activation is not allowed on complex64 (as in LiteRT)")
+        return specs
 
 
 def _divide(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:

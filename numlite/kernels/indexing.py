@@ -1,5 +1,5 @@
 """Indexing ops: SLICE, STRIDED_SLICE, GATHER, GATHER_ND, DYNAMIC_UPDATE_SLICE, EMBEDDING_LOOKUP,
-SCATTER_ND, SPARSE_TO_DENSE and ONE_HOT.
+SCATTER_ND, SPARSE_TO_DENSE, ONE_HOT and HASHTABLE_LOOKUP.
 
 The index tensors (begin/size/end/strides) usually are constants, so prepare turns them into a
 tuple of Python slices once and eval is a single NumPy copy. When they are computed at run time
@@ -36,7 +36,7 @@ class Slice(Kernel):
     def prepare(self, ins):
         self.expect_inputs(ins, 3)
         x, begin, size = ins
-        self.expect_dtype(x, *DATA)
+        self.expect_dtype(x, *DATA, np.complex64)  # LiteRT slices complex64 too
         self.expect_dtype(begin, *INDEX)
         if size.dtype != begin.dtype:
             raise self.fail(f"begin and size have different dtypes: {begin.dtype.name} and {size.dtype.name}")
@@ -172,7 +172,7 @@ class StridedSlice(Kernel):
     def prepare(self, ins):
         self.expect_inputs(ins, 4)
         x, begin, end, strides = ins
-        self.expect_dtype(x, *DATA)
+        self.expect_dtype(x, *DATA, np.complex64)
         for t in (begin, end, strides):
             self.expect_dtype(t, np.int32)  # LiteRT supports int32 index tensors only
             if t.ndim != 1:
@@ -600,3 +600,33 @@ class OneHot(Kernel):
         hot = indices.astype(np.int32, copy=False).reshape(self.views[0]) == self.classes
         out.fill(off.reshape(-1)[0])
         np.copyto(out, on.reshape(-1)[0], where=hot)
+
+
+# --------------------------------------------------------------------------- HASHTABLE_LOOKUP
+
+
+@register("HASHTABLE_LOOKUP")
+class HashtableLookup(Kernel):
+    """The legacy key-value lookup: for each int32 ``lookup`` id, the row of ``values`` whose
+    entry in the sorted int32 ``keys`` equals it (a binary search, as LiteRT's), or a row of
+    zeros (an empty string) where no key does; ``hits`` (uint8) says which were found."""
+
+    def prepare(self, ins):
+        self.expect_inputs(ins, 3)
+        lookup, keys, values = ins
+        self.expect_dtype(lookup, np.int32)
+        self.expect_dtype(keys, np.int32)
+        if lookup.ndim != 1 or keys.ndim != 1 or values.ndim < 1 or values.shape[0] != keys.shape[0] or not keys.shape[0]:
+            raise self.fail(f"needs 1-D lookup and keys and values with a row per key; got {lookup.shape}, {keys.shape}, "
+                            f"{values.shape}")
+        n = lookup.shape[0]
+        return [Spec((n,) + tuple(values.shape[1:]), values.dtype), Spec((n,), np.dtype(np.uint8))]
+
+    def eval(self, ins, outs):
+        lookup, keys, values = ins
+        at = np.searchsorted(keys, lookup).clip(0, len(keys) - 1)
+        hit = keys[at] == lookup
+        out = outs[0]
+        out[...] = b"" if out.dtype == object else 0
+        out[hit] = values[at[hit]]
+        outs[1][...] = hit

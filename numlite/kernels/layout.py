@@ -24,6 +24,8 @@ F32, I8, U8, I16, U16, I32, U32, I64, BOOL, F16 = (
 )
 # Types LiteRT moves by element size alone (any 8/16/32/64-bit type).
 ANY_FIXED = (F32, I8, U8, I16, U16, I32, U32, I64, BOOL, F16, np.uint64, np.float64)
+# TRANSPOSE and TILE move complex64 too in LiteRT (PACK, CONCATENATION, SPLIT... refuse it).
+WITH_COMPLEX = ANY_FIXED + (np.complex64,)
 
 
 def _quant(t: TensorInfo) -> tuple[float, int]:
@@ -84,7 +86,7 @@ class Transpose(Kernel):
         x, perm_t = ins
         if x.ndim > self.MAX_RANK:
             raise self.fail(f"transpose supports ranks up to {self.MAX_RANK}, got {x.ndim}")
-        self.expect_dtype(x, *ANY_FIXED)
+        self.expect_dtype(x, *WITH_COMPLEX)
         self.expect_dtype(perm_t, I32)
         if perm_t.ndim != 1 or perm_t.shape[0] != x.ndim:
             raise self.fail(f"perm of shape {perm_t.shape} does not match input rank {x.ndim}")
@@ -445,7 +447,7 @@ class Tile(Kernel):
     def prepare(self, ins):
         self.expect_inputs(ins, 2)
         x, mult_t = ins
-        self.expect_dtype(x, *ANY_FIXED)
+        self.expect_dtype(x, *WITH_COMPLEX)
         self.expect_dtype(mult_t, I32, I64)
         if mult_t.size != x.ndim:
             raise self.fail(f"{mult_t.size} multiples for an input of rank {x.ndim}")

@@ -1,4 +1,5 @@
-"""Turning stored weights into float32 / dense tensors: DEQUANTIZE and DENSIFY.
+"""Turning stored weights into float32 / dense tensors: DEQUANTIZE and DENSIFY; and FAKE_QUANT,
+float32 rounded to the values a quantized tensor can hold.
 
 DEQUANTIZE maps float16 to float32, and affine-quantized int8/uint8/int16 values to
 ``scale * (q - zero_point)``, per tensor or per channel along ``quantized_dimension``.
@@ -15,6 +16,41 @@ import numpy as np
 
 from numlite.kernels.base import Kernel, Spec, register
 from numlite.model.ir import Sparsity
+
+
+@register("FAKE_QUANT")
+class FakeQuant(Kernel):
+    """float32 in, float32 out: each value clamped to ``[min, max]`` nudged so that zero is one
+    of the ``2**num_bits`` levels, then rounded to the nearest level (half away from zero), in
+    float32 arithmetic as LiteRT's FakeQuantizeArray computes it. LiteRT refuses
+    ``narrow_range`` at run time, and so does numlite."""
+
+    def prepare(self, ins):
+        self.expect_inputs(ins, 1)
+        self.expect_dtype(ins[0], np.float32)
+        o = self.options
+        lo, hi, bits = np.float32(o.min), np.float32(o.max), int(o.num_bits)
+        if o.narrow_range:
+            raise self.fail("narrow_range FAKE_QUANT is not supported at run time (as in LiteRT)")
+        if not 2 <= bits <= 16 or not lo <= 0 <= hi or lo >= hi:
+            raise self.fail(f"needs min <= 0 <= max, min < max and 2 to 16 bits, got [{lo}, {hi}], {bits} bits")
+        qmin, qmax = np.float32(0), np.float32((1 << bits) - 1)
+        scale = np.float32((hi - lo) / (qmax - qmin))
+        zero_from_min = np.float32(qmin - lo / scale)
+        zero = qmin if zero_from_min < qmin else qmax if zero_from_min > qmax else np.float32(_round_away(zero_from_min))
+        self.scale, self.inverse = scale, np.float32(np.float32(1) / scale)
+        self.low, self.high = np.float32((qmin - zero) * scale), np.float32((qmax - zero) * scale)
+        return [Spec(ins[0].shape, np.dtype(np.float32))]
+
+    def eval(self, ins, outs):
+        shifted = np.clip(ins[0], self.low, self.high) - self.low
+        levels = _round_away(shifted * self.inverse)
+        np.add(levels * self.scale, self.low, out=outs[0])
+
+
+def _round_away(x):
+    """std::round: halves away from zero (NumPy's rint rounds them to even)."""
+    return np.copysign(np.floor(np.abs(x) + np.float32(0.5)), x)
 
 
 @register("DEQUANTIZE")

@@ -287,3 +287,17 @@ class BroadcastArgs(Kernel):
 
     def eval(self, ins, outs):
         outs[0][...] = broadcast_shape(tuple(ins[0].tolist()), tuple(ins[1].tolist()))
+
+
+@register("RANK")
+class Rank(Kernel):
+    """The input's number of dimensions as an int32 scalar (LiteRT's RANK), known at prepare."""
+
+    reads_only_shapes = True
+
+    def prepare(self, ins):
+        self.expect_inputs(ins, 1)
+        return [Spec((), np.dtype(np.int32))]
+
+    def eval(self, ins, outs):
+        outs[0][...] = ins[0].ndim

@@ -84,11 +84,15 @@ class ReadVariable(Kernel):
         rt, out = self.node.runtime, self.node.outputs[0]
         t = rt.graph.tensors[out]
         signature = t.shape_signature if t.shape_signature is not None else t.shape
-        static = all(d >= 0 for d in signature)
-        return [Spec(tuple(t.shape) if static else None, rt.dtypes[out])]
+        # LiteRT sizes a rank-0 output at invoke (it cannot tell a scalar from an unranked tensor)
+        static = len(signature) > 0 and all(d >= 0 for d in signature)
+        self.dtype = rt.dtypes[out]
+        return [Spec(tuple(t.shape) if static else None, self.dtype)]
 
     def eval(self, ins, outs):
         value = self.store.read(_handle(ins[0]))
+        if value.dtype != self.dtype:  # LiteRT: "variable_tensor->type != output->type"
+            raise NumliteError(f"variable holds {value.dtype.name}, the model reads it as {self.dtype.name}")
         if outs[0] is None:
             outs[0] = np.array(value, copy=True)
         elif value.shape != outs[0].shape:

@@ -218,6 +218,8 @@ _OPTIONS_OF_OP: dict[str, str | None] = {
     "RANDOM_UNIFORM": "RandomOptions",
     "RANDOM_STANDARD_NORMAL": "RandomOptions",
     "MULTINOMIAL": "RandomOptions",
+    "SVDF": "SVDFOptions",
+    "LSH_PROJECTION": "LSHProjectionOptions",
 }
 
 
