@@ -10,7 +10,8 @@ Semantics read from LiteRT's ``tflite/kernels/detection_postprocess.cc`` (LiteRT
 
 Boxes are decoded in double precision as LiteRT does (``ycenter = y / y_scale * anchor_h +
 anchor_y``, ``half_h = 0.5 * exp(h / h_scale) * anchor_h``...) into ``[ymin, xmin, ymax, xmax]``
-float32. uint8 inputs are dequantized with their tensor's scale and zero point. A background
+float32. uint8 inputs are dequantized with their tensor's scale and zero point, the scores
+with the arithmetic of LiteRT's x86 wheels (see :func:`optimized_dequantize`). A background
 column is the first when the scores have one more column than ``num_classes``.
 
 Two suppressions, chosen by ``use_regular_nms``:
@@ -43,6 +44,7 @@ import numpy as np
 from numlite.errors import InvokeError
 from numlite.kernels.base import Kernel, Spec, TensorInfo, has_scale, register
 from numlite.kernels.flex_options import FlexOptions
+from numlite.kernels.numeric_verify import optimized_dequantize
 
 FLOAT32 = np.dtype(np.float32)
 UINT8 = np.dtype(np.uint8)
@@ -78,12 +80,17 @@ class PostProcessOptions:
         )
 
 
-def _dequantized(values: np.ndarray, info: TensorInfo) -> np.ndarray:
-    """uint8 values as LiteRT's kernel dequantizes them: ``(q - zero_point) * scale`` in float32
-    (one rounding of the exact product, as its double-precision Dequantize also gives)."""
+def _parameters(info: TensorInfo) -> tuple[float, int]:
+    """A uint8 tensor's scale and zero point, as LiteRT's tensor ``params`` hold them."""
     q = info.quantization
-    zero_point = np.float32(q.zero_point[0]) if q.zero_point is not None and len(q.zero_point) else np.float32(0)
-    return (values.astype(np.float32) - zero_point) * np.float32(q.scale[0])
+    return float(q.scale[0]), int(q.zero_point[0]) if q.zero_point is not None and len(q.zero_point) else 0
+
+
+def _dequantized_boxes(values: np.ndarray, info: TensorInfo) -> np.ndarray:
+    """uint8 box encodings or anchors as the kernel's ``Dequantizer`` computes them:
+    ``(float(q) - zero_point) * scale`` in float32."""
+    scale, zero_point = _parameters(info)
+    return (values.astype(np.float32) - np.float32(zero_point)) * np.float32(scale)
 
 
 def partial_sort_descending(values: np.ndarray, count: int) -> list[int]:
@@ -231,7 +238,10 @@ class DetectionPostProcess(Kernel):
         if bad.size:  # LiteRT's ValidateBoxes fails the invoke too
             raise InvokeError(f"decoded box {int(bad[0])} {decoded[bad[0]].tolist()} has ymin > ymax or xmin > xmax"
                               " (a negative anchor height or width)")
-        scores = scores_in[0] if scores_in.dtype == FLOAT32 else _dequantized(scores_in[0], self.infos[1])
+        if scores_in.dtype == FLOAT32:
+            scores = scores_in[0]
+        else:  # DequantizeClassPredictions: optimized_ops::Dequantize over the whole tensor
+            scores = optimized_dequantize(scores_in[0], *_parameters(self.infos[1]))
         scores = scores[:, self.label_offset : self.label_offset + o.num_classes]
         areas = (decoded[:, 2] - decoded[:, 0]) * (decoded[:, 3] - decoded[:, 1])
         if o.use_regular_nms:
@@ -252,8 +262,8 @@ class DetectionPostProcess(Kernel):
         encodings = boxes_in[0, :, :4]
         anchors = anchors_in[: self.num_boxes]
         if encodings.dtype == UINT8:
-            encodings = _dequantized(encodings, self.infos[0])
-            anchors = _dequantized(anchors, self.infos[2])
+            encodings = _dequantized_boxes(encodings, self.infos[0])
+            anchors = _dequantized_boxes(anchors, self.infos[2])
         y, x, h, w = encodings.astype(np.float64).T
         ay, ax, ah, aw = anchors.astype(np.float64).T
         sy, sx, sh, sw = (np.float64(s) for s in self.opts.scales)
