@@ -276,23 +276,28 @@ class DetectionPostProcess(Kernel):
     def _suppress(self, boxes: np.ndarray, areas: np.ndarray, scores: np.ndarray, limit: int) -> np.ndarray:
         """LiteRT's ``NonMaxSuppressionSingleClassHelper``: indices of the kept boxes, best first."""
         keep = np.flatnonzero(scores >= np.float32(self.opts.score_threshold))
-        candidates = keep[np.argsort(-scores[keep], kind="stable")]
-        limit = min(limit, candidates.size)
+        order = keep[np.argsort(-scores[keep], kind="stable")]
+        limit = min(limit, order.size)
         threshold = np.float32(self.opts.iou_threshold)
+        # The candidates in score order, contiguous, so that each step compares the box it
+        # keeps with every later candidate by slicing (dead ones too: their result is unused).
+        low, high, area = boxes[order, :2], boxes[order, 2:], areas[order]
+        alive = np.ones(order.size, bool)
         selected: list[int] = []
-        while candidates.size and len(selected) < limit:
-            i, rest = candidates[0], candidates[1:]
-            selected.append(int(i))
-            if rest.size == 0:
-                break
-            low = np.maximum(boxes[i, :2], boxes[rest, :2])
-            high = np.minimum(boxes[i, 2:], boxes[rest, 2:])
-            extent = np.maximum(high - low, np.float32(0))
+        i = 0
+        while len(selected) < limit:
+            selected.append(int(order[i]))
+            extent = np.maximum(np.minimum(high[i], high[i + 1 :]) - np.maximum(low[i], low[i + 1 :]), np.float32(0))
             intersection = extent[:, 0] * extent[:, 1]
             with np.errstate(invalid="ignore", divide="ignore"):
-                iou = intersection / (areas[i] + areas[rest] - intersection)
-            iou[(areas[i] <= 0) | (areas[rest] <= 0)] = 0
-            candidates = rest[~(iou > threshold)]
+                iou = intersection / (area[i] + area[i + 1 :] - intersection)
+            suppressed = iou > threshold
+            suppressed[(area[i] <= 0) | (area[i + 1 :] <= 0)] = False  # LiteRT's IoU is 0 for an empty box
+            alive[i + 1 :] &= ~suppressed
+            later = np.flatnonzero(alive[i + 1 :])
+            if later.size == 0:
+                break
+            i += 1 + int(later[0])
         return np.array(selected, np.int64)
 
     def _fast(self, boxes: np.ndarray, areas: np.ndarray, scores: np.ndarray):
