@@ -17,7 +17,7 @@ import numpy as np
 
 from numlite.errors import InvokeError
 from numlite.kernels.base import Kernel, Spec, TensorInfo, register, scratch
-from numlite.kernels.flex_options import FlexOptions
+from numlite.kernels.flex_options import FlexOptions, expect_arity
 
 FLOAT32 = np.dtype(np.float32)
 INT32 = np.dtype(np.int32)
@@ -54,9 +54,7 @@ class AudioSpectrogram(Kernel):
             scratch((self.fft_length,), np.float64)  # refuses an absurd window before computing it
             i = np.arange(window, dtype=np.float64)
             self.window = 0.5 - 0.5 * np.cos((2.0 * np.pi * i) / window)  # GetPeriodicHann
-        self.expect_inputs(ins, 1)
-        if len(self.node.outputs) != 1:
-            raise self.fail(f"has {len(self.node.outputs)} outputs; the op writes 1")
+        expect_arity(self, ins, 1, 1)
         x = ins[0]
         self.expect_dtype(x, np.float32)
         if x.ndim != 2:
@@ -153,12 +151,8 @@ class Mfcc(Kernel):
             self.coefficients = m.as_int("dct_coefficient_count")
             self._check_options()
             self.filterbanks: dict[tuple[int, int], _MelFilterbank] = {}
-        self.expect_inputs(ins, 2)
-        if len(self.node.outputs) != 1:
-            raise self.fail(f"has {len(self.node.outputs)} outputs; the op writes 1")
+        expect_arity(self, ins, 2, 1)
         spectrogram, rate = ins
-        if spectrogram is None or rate is None:
-            raise self.fail("the spectrogram and the sample rate are both required")
         self.expect_dtype(spectrogram, np.float32)
         self.expect_dtype(rate, np.int32)
         if spectrogram.ndim != 3:

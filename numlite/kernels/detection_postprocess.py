@@ -43,7 +43,7 @@ import numpy as np
 
 from numlite.errors import InvokeError
 from numlite.kernels.base import Kernel, Spec, TensorInfo, has_scale, register
-from numlite.kernels.flex_options import FlexOptions
+from numlite.kernels.flex_options import FlexOptions, expect_arity
 from numlite.kernels.numeric_verify import optimized_dequantize
 
 FLOAT32 = np.dtype(np.float32)
@@ -172,11 +172,7 @@ class DetectionPostProcess(Kernel):
         if not hasattr(self, "opts"):
             self.opts = PostProcessOptions.read(self)
         o = self.opts
-        self.expect_inputs(ins, 3)
-        if len(self.node.outputs) != 4:
-            raise self.fail(f"has {len(self.node.outputs)} outputs; the op writes 4 (boxes, classes, scores, count)")
-        if any(t is None for t in ins):
-            raise self.fail("box_encodings, class_predictions and anchors are all required")
+        expect_arity(self, ins, 3, 4)  # box_encodings, class_predictions, anchors -> boxes, classes, scores, count
         boxes, scores, anchors = ins
         for t, rank in ((boxes, 3), (scores, 3), (anchors, 2)):
             if t.ndim != rank:

@@ -16,11 +16,11 @@ vector where a number belongs, an integer beyond int32), numlite refuses the mod
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
-from numlite.kernels.base import Kernel
+from numlite.kernels.base import Kernel, TensorInfo
 
 INT32_RANGE = (-(2**31), 2**31 - 1)
 INT64_RANGE = (-(2**63), 2**63 - 1)
@@ -90,3 +90,14 @@ class FlexOptions:
         if isinstance(value, float) and not math.isfinite(value):
             raise self.kernel.fail(f"custom option {key!r} must be a finite number, got {value!r}")
         return int(value) != 0
+
+
+def expect_arity(kernel: Kernel, ins: Sequence[TensorInfo | None], inputs: int, outputs: int) -> None:
+    """What LiteRT's custom kernels check first (``NumInputs``/``NumOutputs``): exactly
+    ``inputs`` inputs, none omitted, and ``outputs`` outputs."""
+    kernel.expect_inputs(ins, inputs)
+    if len(kernel.node.outputs) != outputs:
+        raise kernel.fail(f"has {len(kernel.node.outputs)} outputs; {kernel.node.op_name} writes {outputs}")
+    missing = [k for k, t in enumerate(ins) if t is None]
+    if missing:
+        raise kernel.fail(f"input(s) {missing} are omitted; {kernel.node.op_name} needs all {inputs}")

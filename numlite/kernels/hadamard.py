@@ -12,7 +12,7 @@ from typing import Sequence
 import numpy as np
 
 from numlite.kernels.base import Kernel, Spec, TensorInfo, register
-from numlite.kernels.flex_options import FlexOptions
+from numlite.kernels.flex_options import FlexOptions, expect_arity
 
 FLOAT32 = np.dtype(np.float32)
 
@@ -35,9 +35,7 @@ class HadamardRotation(Kernel):
             self.size = FlexOptions(self).as_int("hadamard_size")
             if self.size < 1 or self.size & (self.size - 1):
                 raise self.fail(f"hadamard_size is {self.size}; it must be a positive power of two")
-        self.expect_inputs(ins, 1)
-        if len(self.node.outputs) != 1:
-            raise self.fail(f"has {len(self.node.outputs)} outputs; the op writes 1")
+        expect_arity(self, ins, 1, 1)
         x = ins[0]
         self.expect_dtype(x, np.float32)
         if x.ndim not in (2, 3):

@@ -17,7 +17,7 @@ import numpy as np
 
 from numlite.errors import InvokeError
 from numlite.kernels.base import Kernel, Spec, TensorInfo, register
-from numlite.kernels.flex_options import FlexOptions
+from numlite.kernels.flex_options import FlexOptions, expect_arity
 from numlite.kernels.quantization import Dequantize
 
 FLOAT32 = np.dtype(np.float32)
@@ -53,12 +53,8 @@ class NumericVerify(Kernel):
             self.tolerance = m.as_float("tolerance")
             self.log_if_failed = m.as_bool("log_if_failed")
             self.dequantize = Dequantize(self.node)
-        self.expect_inputs(ins, 2)
-        if len(self.node.outputs) != 1:
-            raise self.fail(f"has {len(self.node.outputs)} outputs; the op writes 1")
+        expect_arity(self, ins, 2, 1)
         x, reference = ins
-        if x is None or reference is None:
-            raise self.fail("the quantized input and its float32 reference are both required")
         self.expect_dtype(x, np.uint8, np.int8, np.int16, np.float16)
         self.expect_dtype(reference, np.float32)
         if reference.size != x.size:
