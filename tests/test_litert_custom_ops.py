@@ -351,3 +351,26 @@ def test_hadamard_rotation_refuses_a_size_that_is_not_a_power_of_two():
     model = _model([("aeq.hadamard_rotation", ["x"], ["y"], dict(hadamard_size=3))],
                    {"x": ((4, 12), "FLOAT32"), "y": ((4, 12), "FLOAT32")}, ["x"], ["y"])
     assert "hadamard_size is 3" in _numlite_error(model)
+
+
+def test_official_converter_speech_features_run_like_litert_and_tensorflow():
+    """The official converter (allow_custom_ops) turns tf.raw_ops.AudioSpectrogram and Mfcc into
+    these custom ops, the frequency limits stored as floats; both runtimes give TensorFlow's values."""
+    import tensorflow as tf
+
+    @tf.function(input_signature=[tf.TensorSpec([4000, 1], tf.float32)])
+    def features(wav):
+        spectrogram = tf.raw_ops.AudioSpectrogram(input=wav, window_size=480, stride=320, magnitude_squared=True)
+        return tf.raw_ops.Mfcc(spectrogram=spectrogram, sample_rate=tf.constant(16000), upper_frequency_limit=4000.0,
+                               lower_frequency_limit=20.0, filterbank_channel_count=40, dct_coefficient_count=13)
+
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([features.get_concrete_function()], features)
+    converter.allow_custom_ops = True
+    model = converter.convert()
+    read = numlite.model.read_model(model)
+    assert [read.op_name(op) for op in read.subgraphs[0].operators][-2:] == ["AudioSpectrogram", "Mfcc"]
+    wav = np.random.default_rng(9).uniform(-0.5, 0.5, (4000, 1)).astype(np.float32)
+    (expected,), (actual,) = _both(model, [wav])
+    assert expected.shape == (1, 12, 13)  # 1 + (4000 - 480) // 320 frames
+    assert_close(actual, expected)
+    assert_close(actual, features(wav).numpy())
