@@ -15,7 +15,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	touch $@
 
 demo: $(VENV)/.installed
-	TF_CPP_MIN_LOG_LEVEL=3 $(BIN)/python -m numlite.demo
+	$(BIN)/python -m numlite.demo
 
 # The suite runs on TEST_WORKERS processes (pytest-xdist); TEST_WORKERS=0 runs it in this one.
 TEST_WORKERS ?= 2
