@@ -10,8 +10,10 @@ $(BIN)/python:
 	$(BIN)/pip install --quiet --upgrade pip
 
 # One environment with the dev extra serves both targets (the demo needs TensorFlow and LiteRT).
+# setuptools' note on every editable install ("Please be careful with folders in your working
+# directory...") is information, not a problem: hidden by its message only.
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[dev]'
+	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install --quiet -e '.[dev]'
 	touch $@
 
 demo: $(VENV)/.installed
