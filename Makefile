@@ -10,12 +10,14 @@ $(BIN)/python:
 	$(BIN)/pip install --quiet --upgrade pip
 
 # One environment with the dev extra serves both targets (the demo needs TensorFlow and LiteRT).
+# setuptools' note on every editable install ("Please be careful with folders in your working
+# directory...") is information, not a problem: hidden by its message only.
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[dev]'
+	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install --quiet -e '.[dev]'
 	touch $@
 
 demo: $(VENV)/.installed
-	TF_CPP_MIN_LOG_LEVEL=3 $(BIN)/python -m numlite.demo
+	$(BIN)/python -m numlite.demo
 
 # The suite runs on TEST_WORKERS processes (pytest-xdist); TEST_WORKERS=0 runs it in this one.
 TEST_WORKERS ?= 2

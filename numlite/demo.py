@@ -10,10 +10,9 @@ Needs the dev extra (TensorFlow and ai-edge-litert); the interpreter itself need
 
 from __future__ import annotations
 
-import os
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+from numlite.startup_logs import import_tensorflow, startup_noise_hidden
 
 
 def build_module():
@@ -61,8 +60,10 @@ def _timed(run, repeat: int = 50) -> float:
 
 def main() -> None:
     import numpy as np
-    import tensorflow as tf
-    from ai_edge_litert.interpreter import Interpreter as LiteRTInterpreter
+
+    tf = import_tensorflow()  # before anything imports it: TensorFlow's start-up notices hidden
+    with startup_noise_hidden():
+        from ai_edge_litert.interpreter import Interpreter as LiteRTInterpreter
 
     import numlite
 
@@ -79,9 +80,10 @@ def main() -> None:
         expected = module(tf.constant(image), tf.constant(steps))["logits"].numpy()
         print(f"steps={steps}: TensorFlow logits[0] = {np.array2string(expected[0], precision=4)}")
         for name, cls in [("numlite", numlite.Interpreter), ("LiteRT", LiteRTInterpreter)]:
-            interpreter = cls(model_content=tflite_model)
-            runner = interpreter.get_signature_runner()
-            got = runner(image=image, steps=np.array(steps, np.int32))["logits"]
+            with startup_noise_hidden():  # LiteRT announces its XNNPACK delegate on stderr
+                interpreter = cls(model_content=tflite_model)
+                runner = interpreter.get_signature_runner()
+                got = runner(image=image, steps=np.array(steps, np.int32))["logits"]
             diff = float(np.abs(got - expected).max())
             worst = max(worst, diff)
             ms = _timed(lambda: runner(image=image, steps=np.array(steps, np.int32)))
