@@ -389,17 +389,17 @@ def test_ops_custom_op_numlite_has(models, tmp_path, capsys, monkeypatch):
 
 
 def test_ops_custom_op_litert_has(tmp_path, capsys):
-    """TFLite_Detection_PostProcess: LiteRT has it (and allocates the model), numlite has not;
-    beside it an unknown custom op, told apart by the probes."""
+    """TFLite_Detection_PostProcess: a custom op LiteRT's resolver registers (and allocates the
+    model), built into numlite too; beside it an unknown custom op, told apart by the probes."""
     from numlite.cli.main import main
 
     model = _detection_model("RELU")
     assert _litert_allocates(model)
     rows = _rows(numlite.ops_report(model))
-    assert rows == {"TFLite_Detection_PostProcess": (True, 1, 1, [0], False, True), "RELU": (False, 1, 1, [0], True, True)}
+    assert rows == {"TFLite_Detection_PostProcess": (True, 1, 1, [0], True, True), "RELU": (False, 1, 1, [0], True, True)}
     assert main(["ops", _file(tmp_path, "detection", _detection_model("NoSuchOp"))]) == 3
     out = capsys.readouterr().out
-    assert _row(out, "TFLite_Detection_PostProcess") == "TFLite_Detection_PostProcess (custom) | 1 | 1 | 0 | no (no kernel) | yes"
+    assert _row(out, "TFLite_Detection_PostProcess") == "TFLite_Detection_PostProcess (custom) | 1 | 1 | 0 | yes | yes"
     assert _row(out, "NoSuchOp") == "NoSuchOp (custom) | 1 | 1 | 0 | no (no kernel) | no (unresolved custom op)"
 
 
