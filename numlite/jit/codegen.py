@@ -1,0 +1,355 @@
+"""The generator: a prepared subgraph (and the subgraphs its IF and WHILE nodes call) becomes
+the source of a Python module of ``@njit`` functions, one per subgraph and call site.
+
+Memory is one flat array per dtype (the *arenas*, passed as one tuple ``A``); every tensor is
+a slice of its dtype's arena at an offset fixed here, so the generated code names each
+tensor as a local view, ``s0_16 = a0[16:48]``, and every node is one line calling a kernel on
+those views with static shapes written as literals::
+
+    @njit(cache=True, nogil=True)
+    def main(A, ctl):
+        a0 = A[0]
+        s0_0 = a0[0:1]
+        ...
+        k3(s0_0, s0_1, s0_2)                     # subgraph 0, node 0: ADD
+        if f1(A, ctl): return unwind(ctl, 0, 1)  # a callee failed: add this site to the trace
+        return 0
+
+Constants (model weights, folded tensors, index maps the emitters compute) are copied into
+the arenas once, when the engine is built; they are not in the source, so the source (and the
+compiled code, cached by Numba) depends only on the model's structure and shapes. Each
+function returns 0, or 1 after a kernel recorded an error in the control array ``ctl`` (see
+:mod:`numlite.jit.kernels.common`). Tensors are not reused across a run (no arena sharing
+yet: each gets its own slice).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
+
+import numpy as np
+
+from numlite.jit.kernels import EMITTERS, NotCompiled
+from numlite.jit.kernels.common import cancelled, fail, unwind
+
+if TYPE_CHECKING:
+    from numlite.interpreter.runtime import SubgraphRuntime
+
+MAX_DEPTH = 32  # nested IF/WHILE call sites (recursion is refused)
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A tensor's place: ``size`` elements at ``offset`` in arena ``arena``."""
+
+    arena: int
+    offset: int
+    size: int
+
+    @property
+    def name(self) -> str:
+        return f"s{self.arena}_{self.offset}_{self.size}"
+
+
+@dataclass
+class Operand:
+    """What an emitter sees of a node's input or output."""
+
+    name: str  # the local variable holding the flat view
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    value: np.ndarray | None  # the value when known at generation (constants, folded)
+    slot: Slot
+
+    @property
+    def size(self) -> int:
+        return self.slot.size
+
+
+@dataclass
+class JitNode:
+    """One operator as its emitter sees it."""
+
+    op_name: str
+    subgraph: int
+    index: int
+    options: Any
+    ins: list[Operand | None]
+    outs: list[Operand]
+
+
+class Arenas:
+    """The per-dtype arenas of one compiled model: their sizes and constant contents."""
+
+    def __init__(self) -> None:
+        self.dtypes: list[np.dtype] = []
+        self.sizes: list[int] = []
+        self.constants: list[tuple[Slot, np.ndarray]] = []
+        self._known: dict[int, tuple[np.ndarray, Slot]] = {}  # id -> (array kept alive, slot)
+
+    def alloc(self, dtype: Any, size: int) -> Slot:
+        dtype = np.dtype(dtype)
+        if dtype not in self.dtypes:
+            if dtype.kind not in "biuf":
+                raise NotCompiled(f"tensors of {dtype.name} are not compiled")
+            self.dtypes.append(dtype)
+            self.sizes.append(0)
+        a = self.dtypes.index(dtype)
+        slot = Slot(a, self.sizes[a], int(size))
+        self.sizes[a] += int(size)
+        return slot
+
+    def const(self, value: np.ndarray, dtype: Any = None) -> Slot:
+        """A slot holding ``value`` (the same slot for the same array object)."""
+        found = self._known.get(id(value))
+        if found is not None:
+            return found[1]
+        array = np.asarray(value, dtype)
+        slot = self.alloc(array.dtype, array.size)
+        self.constants.append((slot, array))
+        self._known[id(value)] = (value, slot)
+        return slot
+
+    def build(self) -> tuple[np.ndarray, ...]:
+        arrays = tuple(np.zeros(max(n, 1), d) for d, n in zip(self.dtypes, self.sizes))
+        for slot, value in self.constants:
+            arrays[slot.arena][slot.offset : slot.offset + slot.size] = value.reshape(-1)
+        return arrays
+
+    def view(self, arrays: Sequence[np.ndarray], slot: Slot, shape: tuple[int, ...]) -> np.ndarray:
+        return arrays[slot.arena][slot.offset : slot.offset + slot.size].reshape(shape)
+
+
+class Generator:
+    """Generates the module of one root subgraph and everything it calls."""
+
+    def __init__(self, interpreter: Any, root: int) -> None:
+        self.interpreter = interpreter
+        self.root = root
+        self.arenas = Arenas()
+        self.functions: list[str] = []
+        self.imports: dict[int, tuple[str, str, str]] = {}  # id(kernel) -> (module, attribute, alias)
+        self.stack: list[int] = []
+        self.generations: dict[int, int] = {}  # subgraph -> generation when generated
+        self.inputs: list[tuple[int, Slot, tuple[int, ...]]] = []  # root inputs: tensor, slot, shape
+        self.outputs: list[tuple[int, Slot, tuple[int, ...]]] = []
+        self.ops = 0
+
+    def generate(self) -> str:
+        """The module's source; raises NotCompiled naming what is not covered."""
+        runtime = self.interpreter.subgraph(self.root)
+        g = runtime.graph
+        for tensors, where in ((g.inputs, self.inputs), (g.outputs, self.outputs)):
+            for t in tensors:
+                shape = runtime.shapes[t]
+                if shape is None or runtime.dynamic[t]:
+                    raise NotCompiled(f"subgraph {self.root}: tensor {t} has a shape known only at run time")
+                where.append((t, self.arenas.alloc(runtime.dtypes[t], _size(shape)), tuple(shape)))
+        self.function(self.root, [s for _, s, _ in self.inputs], [s for _, s, _ in self.outputs], name="main")
+        header = [
+            f"# Generated by numlite.jit from subgraph {self.root} of a model: {self.ops} operators,",
+            "# arenas " + ", ".join(f"{d.name}[{n}]" for d, n in zip(self.arenas.dtypes, self.arenas.sizes)) + ".",
+            "# Content-addressed cache file: do not edit.",
+            "import numpy as np",
+            "from numba import njit",
+            "",
+        ]
+        modules = sorted({m for m, _, _ in self.imports.values()})
+        kernels = [f"{alias} = {m}.{path}" for m, path, alias in self.imports.values()]
+        return "\n".join(header + [f"import {m}" for m in modules] + kernels + [""] + self.functions) + "\n"
+
+    def kernel(self, fn: Any) -> str:
+        """The module-level alias of a kernel of :mod:`numlite.jit.kernels` (imported once)."""
+        if id(fn) not in self.imports:
+            module, attribute = _locate(fn)
+            self.imports[id(fn)] = (module, attribute, f"k{len(self.imports)}")
+        return self.imports[id(fn)][2]
+
+    def function(self, index: int, in_slots: Sequence[Slot], out_slots: Sequence[Slot], name: str | None = None) -> str:
+        """Generate the function of subgraph ``index`` reading its inputs from ``in_slots`` and
+        writing its outputs to ``out_slots``; returns its name."""
+        if index in self.stack or len(self.stack) >= MAX_DEPTH:
+            raise NotCompiled(f"subgraph {index} is called recursively or too deep")
+        runtime = self.interpreter.subgraph(index)
+        if not runtime.allocated:
+            raise NotCompiled(f"subgraph {index} is not prepared")
+        if any(t.is_variable for t in runtime.graph.tensors):
+            raise NotCompiled(f"subgraph {index} has variable tensors (state kept across invokes)")
+        if self.generations.setdefault(index, runtime.generation) != runtime.generation:
+            raise NotCompiled(f"subgraph {index} changed while it was generated")
+        name = name or f"f{len(self.functions) + 1}_{index}"
+        self.stack.append(index)
+        try:
+            fg = FunctionGen(self, runtime, name, list(in_slots), list(out_slots))
+            fg.emit_all()
+        finally:
+            self.stack.pop()
+        self.functions.append(fg.source())
+        return name
+
+
+class FunctionGen:
+    """The function of one subgraph at one call site; what emitters write into (``g``)."""
+
+    def __init__(self, gen: Generator, runtime: "SubgraphRuntime", name: str, in_slots: list[Slot], out_slots: list[Slot]) -> None:
+        self.gen = gen
+        self.runtime = runtime
+        self.name = name
+        self.in_slots, self.out_slots = in_slots, out_slots
+        self.lines: list[str] = []
+        self.slots: set[Slot] = set()
+        self.home: dict[int, Slot] = {}  # where each tensor's value is, once written
+        self.depth = 1
+        self.where = (runtime.index, -1)
+
+    # -- the API of emitters ---------------------------------------------------------------------
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " * self.depth + text)
+
+    @contextlib.contextmanager
+    def indented(self) -> Iterator[None]:
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
+
+    def kernel(self, fn: Any) -> str:
+        return self.gen.kernel(fn)
+
+    def const(self, value: np.ndarray) -> str:
+        """The local name of a constant's view (an index map, a table)."""
+        slot = self.gen.arenas.const(value)
+        self.slots.add(slot)
+        return slot.name
+
+    def temp(self, shape: tuple[int, ...], dtype: Any) -> Operand:
+        """A buffer of this call site (a WHILE's scratch state, its condition)."""
+        slot = self.gen.arenas.alloc(dtype, _size(shape))
+        self.slots.add(slot)
+        return Operand(slot.name, tuple(shape), np.dtype(dtype), None, slot)
+
+    def check(self, call: str) -> None:
+        """A kernel call that returns 1 after recording an error: stop there, naming this node."""
+        self.line(f"if {call}: return {self.kernel(fail)}(ctl, {self.where[0]}, {self.where[1]})")
+
+    def check_call(self, call: str) -> None:
+        """A callee's call: when it failed, add this node to the error's trace and stop."""
+        self.line(f"if {call}: return {self.kernel(unwind)}(ctl, {self.where[0]}, {self.where[1]})")
+
+    def poll(self) -> None:
+        """Stop when the cancel flag is set (once per loop iteration)."""
+        self.line(f"if ctl[0] != 0: return {self.kernel(cancelled)}(ctl, {self.where[0]}, {self.where[1]})")
+
+    def call(self, index: int, ins: Sequence[Operand], outs: Sequence[Operand]) -> str:
+        """The call of subgraph ``index``'s function bound to these operands' buffers."""
+        callee = self.gen.interpreter.subgraph(index)
+        g = callee.graph
+        if len(g.inputs) != len(ins) or len(g.outputs) != len(outs):
+            raise NotCompiled(f"subgraph {index} takes {len(g.inputs)} inputs and gives {len(g.outputs)} outputs")
+        for t, op in [*zip(g.inputs, ins), *zip(g.outputs, outs)]:
+            if callee.dynamic[t] or callee.shapes[t] is None or _size(callee.shapes[t]) != op.size or callee.dtypes[t] != op.dtype:
+                raise NotCompiled(f"subgraph {index} is prepared for other shapes than this call site's")
+        return f"{self.gen.function(index, [o.slot for o in ins], [o.slot for o in outs])}(A, ctl)"
+
+    # -- generation ------------------------------------------------------------------------------
+
+    def emit_all(self) -> None:
+        rt, g = self.runtime, self.runtime.graph
+        for t, slot in zip(g.inputs, self.in_slots):
+            self.home.setdefault(t, slot)
+            self.slots.add(slot)
+        claimed: dict[int, Slot] = {}  # outputs a node computes go straight into their slot
+        for t, slot in zip(g.outputs, self.out_slots):
+            self.slots.add(slot)
+            if t >= 0 and t not in self.home and not rt.known[t]:
+                claimed.setdefault(t, slot)
+        for step in rt.steps:
+            where = f"subgraph {rt.index}, node {step.index} ({step.op_name})"
+            if step.dynamic:
+                raise NotCompiled(f"{where}: its shapes are computed at run time")
+            emitter = EMITTERS.get(step.op_name)
+            if emitter is None:
+                raise NotCompiled(f"{where}: no compiled kernel for {step.op_name}")
+            ins = [self._read(t, where) if t >= 0 else None for t in step.inputs]
+            outs = []
+            for t in step.outputs:
+                if t < 0:
+                    raise NotCompiled(f"{where}: an omitted output is not compiled")
+                slot = claimed.get(t) or self.gen.arenas.alloc(rt.dtypes[t], _size(rt.shapes[t]))
+                self.home[t] = slot
+                self.slots.add(slot)
+                outs.append(Operand(slot.name, tuple(rt.shapes[t]), rt.dtypes[t], None, slot))
+            self.where = (rt.index, step.index)
+            self.line(f"# node {step.index}: {step.op_name}")
+            try:
+                emitter(JitNode(step.op_name, rt.index, step.index, step.kernel.options, ins, outs), self)
+            except NotCompiled as e:
+                raise NotCompiled(f"{where}: {e}") from None
+            except Exception as e:  # an emitter's bug or a form it did not expect: stay on NumPy
+                raise NotCompiled(f"{where}: {type(e).__name__}: {e}") from e
+            self.gen.ops += 1
+        for t, slot in zip(g.outputs, self.out_slots):  # pass-through, constant, repeated outputs
+            source = self._read(t, f"subgraph {rt.index}, output tensor {t}")
+            if source.slot != slot:
+                from numlite.jit.kernels.common import copy
+
+                self.line(f"{self.kernel(copy)}({slot.name}, {source.name})")
+
+    def _read(self, t: int, where: str) -> Operand:
+        rt = self.runtime
+        slot = self.home.get(t)
+        value = None
+        if slot is None:
+            if not rt.known[t] or rt.arrays[t] is None:
+                raise NotCompiled(f"{where}: tensor {t} is read before it is computed")
+            value = rt.arrays[t]
+            if value.dtype.kind not in "biuf":
+                raise NotCompiled(f"{where}: constant tensor {t} of {value.dtype.name} is not compiled")
+            slot = self.gen.arenas.const(value)
+        self.slots.add(slot)
+        shape = rt.shapes[t] if rt.shapes[t] is not None else np.shape(value)
+        return Operand(slot.name, tuple(shape), rt.dtypes[t], value, slot)
+
+    def source(self) -> str:
+        arenas = sorted({s.arena for s in self.slots})
+        head = [f"@njit(cache=True, nogil=True)", f"def {self.name}(A, ctl):"]
+        head += [f"    a{a} = A[{a}]" for a in arenas]
+        head += [f"    {s.name} = a{s.arena}[{s.offset}:{s.offset + s.size}]" for s in sorted(self.slots, key=lambda s: (s.arena, s.offset, s.size))]
+        return "\n".join(head + self.lines + ["    return 0", ""])
+
+
+def _size(shape: Sequence[int]) -> int:
+    return int(np.prod(shape, dtype=np.int64))
+
+
+_LOCATIONS: dict[int, tuple[str, str]] = {}
+
+
+def _locate(fn: Any) -> tuple[str, str]:
+    """The module of :mod:`numlite.jit.kernels` holding ``fn`` and the expression that reaches
+    it there (``take``, or ``KERNELS['ADD'][0]['same']`` for kernels kept in tables)."""
+    if id(fn) not in _LOCATIONS:
+        for module_name, module in list(sys.modules.items()):
+            if module_name.startswith("numlite.jit.kernels") and module is not None:
+                for attribute, value in vars(module).items():
+                    _index_kernels(module_name, attribute, value, 3)
+    if id(fn) not in _LOCATIONS:
+        raise NotCompiled(f"kernel {fn!r} is not reachable from a module of numlite.jit.kernels")
+    return _LOCATIONS[id(fn)]
+
+
+def _index_kernels(module: str, path: str, value: Any, depth: int) -> None:
+    if hasattr(value, "py_func"):  # a Numba dispatcher
+        _LOCATIONS.setdefault(id(value), (module, path))
+    elif depth and isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, (str, int)):
+                _index_kernels(module, f"{path}[{key!r}]", item, depth - 1)
+    elif depth and isinstance(value, tuple):
+        for k, item in enumerate(value):
+            _index_kernels(module, f"{path}[{k}]", item, depth - 1)
