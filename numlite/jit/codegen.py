@@ -1,26 +1,34 @@
 """The generator: a prepared subgraph (and the subgraphs its IF and WHILE nodes call) becomes
-the source of a Python module of ``@njit`` functions, one per subgraph and call site.
+the source of a Python module holding one ``@njit`` function, ``main(A, ctl)``.
 
 Memory is one flat array per dtype (the *arenas*, passed as one tuple ``A``); every tensor is
-a slice of its dtype's arena at an offset fixed here, so the generated code names each
-tensor as a local view, ``s0_16 = a0[16:48]``, and every node is one line calling a kernel on
-those views with static shapes written as literals::
+a slice of its dtype's arena at an offset fixed here, so the generated code names each tensor
+as a local view, ``s0_16_32 = a0[16:48]``, and every node is a line or a loop over those views
+with static shapes written as literals::
 
     @njit(cache=True, nogil=True)
     def main(A, ctl):
         a0 = A[0]
-        s0_0 = a0[0:1]
+        s0_0_1 = a0[0:1]
         ...
-        k3(s0_0, s0_1, s0_2)                     # subgraph 0, node 0: ADD
-        if f1(A, ctl): return unwind(ctl, 0, 1)  # a callee failed: add this site to the trace
-        return 0
+        # subgraph 0, node 0: WHILE
+        while True:
+            if ctl[0] != 0: return cancelled(ctl, 0, 0, 1)
+            # subgraph 1, node 0: LESS
+            s2_0_1[0] = s1_1_1[0] < s1_3_1[0]
+            ...
+
+The subgraphs an IF or WHILE calls are generated in place (inlined at each call site, bound
+to that site's buffers), so a model is one function: Numba compiles it as one unit, which is
+what costs time (a function per kernel or per subgraph cost a separate compile each).
 
 Constants (model weights, folded tensors, index maps the emitters compute) are copied into
 the arenas once, when the engine is built; they are not in the source, so the source (and the
-compiled code, cached by Numba) depends only on the model's structure and shapes. Each
-function returns 0, or 1 after a kernel recorded an error in the control array ``ctl`` (see
-:mod:`numlite.jit.kernels.common`). Tensors are not reused across a run (no arena sharing
-yet: each gets its own slice).
+compiled code, cached by Numba) depends only on the model's structure and shapes. ``main``
+returns 0, or 1 after a kernel recorded an error in the control array ``ctl`` (see
+:mod:`numlite.jit.kernels.common`) together with the index of its call-site chain in
+:attr:`Generator.traces`. Tensors are not reused across a run (no arena sharing yet: each
+gets its own slice).
 """
 
 from __future__ import annotations
@@ -33,7 +41,6 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 import numpy as np
 
 from numlite.jit.kernels import EMITTERS, NotCompiled
-from numlite.jit.kernels.common import cancelled, fail, unwind
 
 if TYPE_CHECKING:
     from numlite.interpreter.runtime import SubgraphRuntime
@@ -130,9 +137,11 @@ class Generator:
         self.interpreter = interpreter
         self.root = root
         self.arenas = Arenas()
-        self.functions: list[str] = []
-        self.imports: dict[int, tuple[str, str, str]] = {}  # id(kernel) -> (module, attribute, alias)
+        self.lines: list[str] = []
+        self.slots: set[Slot] = set()
+        self.imports: dict[int, tuple[str, str, str]] = {}  # id(kernel) -> (module, expression, alias)
         self.stack: list[int] = []
+        self.traces: list[tuple[tuple[int, int], ...]] = []  # call-site chains, outermost first
         self.generations: dict[int, int] = {}  # subgraph -> generation when generated
         self.inputs: list[tuple[int, Slot, tuple[int, ...]]] = []  # root inputs: tensor, slot, shape
         self.outputs: list[tuple[int, Slot, tuple[int, ...]]] = []
@@ -140,6 +149,8 @@ class Generator:
 
     def generate(self) -> str:
         """The module's source; raises NotCompiled naming what is not covered."""
+        from numlite.jit.kernels.common import HELPERS
+
         runtime = self.interpreter.subgraph(self.root)
         g = runtime.graph
         for tensors, where in ((g.inputs, self.inputs), (g.outputs, self.outputs)):
@@ -148,29 +159,48 @@ class Generator:
                 if shape is None or runtime.dynamic[t]:
                     raise NotCompiled(f"subgraph {self.root}: tensor {t} has a shape known only at run time")
                 where.append((t, self.arenas.alloc(runtime.dtypes[t], _size(shape)), tuple(shape)))
-        self.function(self.root, [s for _, s, _ in self.inputs], [s for _, s, _ in self.outputs], name="main")
+        self.subgraph(self.root, [s for _, s, _ in self.inputs], [s for _, s, _ in self.outputs], (), 1)
+        arenas = sorted({s.arena for s in self.slots})
+        body = ["@njit(cache=True, nogil=True)", "def main(A, ctl):"]
+        body += [f"    a{a} = A[{a}]" for a in arenas]
+        body += [f"    {s.name} = a{s.arena}[{s.offset}:{s.offset + s.size}]" for s in sorted(self.slots, key=lambda s: (s.arena, s.offset, s.size))]
+        body += self.lines + ["    return 0"]
+        modules = sorted({m for m, _, _ in self.imports.values()})
         header = [
             f"# Generated by numlite.jit from subgraph {self.root} of a model: {self.ops} operators,",
             "# arenas " + ", ".join(f"{d.name}[{n}]" for d, n in zip(self.arenas.dtypes, self.arenas.sizes)) + ".",
             "# Content-addressed cache file: do not edit.",
+            "import math",
+            "",
             "import numpy as np",
             "from numba import njit",
             "",
+            f"from numlite.jit.kernels.common import {', '.join(HELPERS)}",
+            *[f"import {m}" for m in modules],
+            *[f"{alias} = {m}.{path}" for m, path, alias in self.imports.values()],
+            "",
         ]
-        modules = sorted({m for m, _, _ in self.imports.values()})
-        kernels = [f"{alias} = {m}.{path}" for m, path, alias in self.imports.values()]
-        return "\n".join(header + [f"import {m}" for m in modules] + kernels + [""] + self.functions) + "\n"
+        return "\n".join(header + body) + "\n"
 
     def kernel(self, fn: Any) -> str:
         """The module-level alias of a kernel of :mod:`numlite.jit.kernels` (imported once)."""
         if id(fn) not in self.imports:
-            module, attribute = _locate(fn)
-            self.imports[id(fn)] = (module, attribute, f"k{len(self.imports)}")
+            module, expression = _locate(fn)
+            self.imports[id(fn)] = (module, expression, f"k{len(self.imports)}")
         return self.imports[id(fn)][2]
 
-    def function(self, index: int, in_slots: Sequence[Slot], out_slots: Sequence[Slot], name: str | None = None) -> str:
-        """Generate the function of subgraph ``index`` reading its inputs from ``in_slots`` and
-        writing its outputs to ``out_slots``; returns its name."""
+    def trace(self, chain: tuple[tuple[int, int], ...]) -> int:
+        if chain not in self.traces:
+            self.traces.append(chain)
+        return self.traces.index(chain)
+
+    def subgraph(
+        self, index: int, in_slots: Sequence[Slot], out_slots: Sequence[Slot], chain: tuple[tuple[int, int], ...],
+        depth: int, pass_through: bool = False,
+    ) -> set[int]:
+        """Write subgraph ``index``'s code at this place, reading its inputs from ``in_slots``
+        and writing its outputs to ``out_slots``. With ``pass_through``, an output that is the
+        input at its position is left in the input's slot (not copied); returns those positions."""
         if index in self.stack or len(self.stack) >= MAX_DEPTH:
             raise NotCompiled(f"subgraph {index} is called recursively or too deep")
         runtime = self.interpreter.subgraph(index)
@@ -180,35 +210,33 @@ class Generator:
             raise NotCompiled(f"subgraph {index} has variable tensors (state kept across invokes)")
         if self.generations.setdefault(index, runtime.generation) != runtime.generation:
             raise NotCompiled(f"subgraph {index} changed while it was generated")
-        name = name or f"f{len(self.functions) + 1}_{index}"
         self.stack.append(index)
         try:
-            fg = FunctionGen(self, runtime, name, list(in_slots), list(out_slots))
-            fg.emit_all()
+            fg = FunctionGen(self, runtime, list(in_slots), list(out_slots), chain, depth)
+            return fg.emit_all(pass_through)
         finally:
             self.stack.pop()
-        self.functions.append(fg.source())
-        return name
 
 
 class FunctionGen:
-    """The function of one subgraph at one call site; what emitters write into (``g``)."""
+    """The code of one subgraph at one call site; what emitters write into (``g``)."""
 
-    def __init__(self, gen: Generator, runtime: "SubgraphRuntime", name: str, in_slots: list[Slot], out_slots: list[Slot]) -> None:
+    def __init__(
+        self, gen: Generator, runtime: "SubgraphRuntime", in_slots: list[Slot], out_slots: list[Slot],
+        chain: tuple[tuple[int, int], ...], depth: int,
+    ) -> None:
         self.gen = gen
         self.runtime = runtime
-        self.name = name
         self.in_slots, self.out_slots = in_slots, out_slots
-        self.lines: list[str] = []
-        self.slots: set[Slot] = set()
+        self.chain = chain  # the IF and WHILE nodes this code sits in
         self.home: dict[int, Slot] = {}  # where each tensor's value is, once written
-        self.depth = 1
+        self.depth = depth
         self.where = (runtime.index, -1)
 
     # -- the API of emitters ---------------------------------------------------------------------
 
     def line(self, text: str) -> None:
-        self.lines.append("    " * self.depth + text)
+        self.gen.lines.append("    " * self.depth + text)
 
     @contextlib.contextmanager
     def indented(self) -> Iterator[None]:
@@ -224,29 +252,30 @@ class FunctionGen:
     def const(self, value: np.ndarray) -> str:
         """The local name of a constant's view (an index map, a table)."""
         slot = self.gen.arenas.const(value)
-        self.slots.add(slot)
+        self.gen.slots.add(slot)
         return slot.name
 
     def temp(self, shape: tuple[int, ...], dtype: Any) -> Operand:
         """A buffer of this call site (a WHILE's scratch state, its condition)."""
         slot = self.gen.arenas.alloc(dtype, _size(shape))
-        self.slots.add(slot)
+        self.gen.slots.add(slot)
         return Operand(slot.name, tuple(shape), np.dtype(dtype), None, slot)
+
+    def _site(self) -> str:
+        sub, node = self.where
+        return f"ctl, {sub}, {node}, {self.gen.trace(self.chain)}"
 
     def check(self, call: str) -> None:
         """A kernel call that returns 1 after recording an error: stop there, naming this node."""
-        self.line(f"if {call}: return {self.kernel(fail)}(ctl, {self.where[0]}, {self.where[1]})")
-
-    def check_call(self, call: str) -> None:
-        """A callee's call: when it failed, add this node to the error's trace and stop."""
-        self.line(f"if {call}: return {self.kernel(unwind)}(ctl, {self.where[0]}, {self.where[1]})")
+        self.line(f"if {call}: return fail({self._site()})")
 
     def poll(self) -> None:
         """Stop when the cancel flag is set (once per loop iteration)."""
-        self.line(f"if ctl[0] != 0: return {self.kernel(cancelled)}(ctl, {self.where[0]}, {self.where[1]})")
+        self.line(f"if ctl[0] != 0: return cancelled({self._site()})")
 
-    def call(self, index: int, ins: Sequence[Operand], outs: Sequence[Operand]) -> str:
-        """The call of subgraph ``index``'s function bound to these operands' buffers."""
+    def inline(self, index: int, ins: Sequence[Operand], outs: Sequence[Operand], pass_through: bool = False) -> set[int]:
+        """Write subgraph ``index``'s code here, bound to these operands' buffers (see
+        :meth:`Generator.subgraph`)."""
         callee = self.gen.interpreter.subgraph(index)
         g = callee.graph
         if len(g.inputs) != len(ins) or len(g.outputs) != len(outs):
@@ -254,18 +283,19 @@ class FunctionGen:
         for t, op in [*zip(g.inputs, ins), *zip(g.outputs, outs)]:
             if callee.dynamic[t] or callee.shapes[t] is None or _size(callee.shapes[t]) != op.size or callee.dtypes[t] != op.dtype:
                 raise NotCompiled(f"subgraph {index} is prepared for other shapes than this call site's")
-        return f"{self.gen.function(index, [o.slot for o in ins], [o.slot for o in outs])}(A, ctl)"
+        chain = self.chain + (self.where,)
+        return self.gen.subgraph(index, [o.slot for o in ins], [o.slot for o in outs], chain, self.depth, pass_through)
 
     # -- generation ------------------------------------------------------------------------------
 
-    def emit_all(self) -> None:
+    def emit_all(self, pass_through: bool) -> set[int]:
         rt, g = self.runtime, self.runtime.graph
         for t, slot in zip(g.inputs, self.in_slots):
             self.home.setdefault(t, slot)
-            self.slots.add(slot)
+            self.gen.slots.add(slot)
         claimed: dict[int, Slot] = {}  # outputs a node computes go straight into their slot
         for t, slot in zip(g.outputs, self.out_slots):
-            self.slots.add(slot)
+            self.gen.slots.add(slot)
             if t >= 0 and t not in self.home and not rt.known[t]:
                 claimed.setdefault(t, slot)
         for step in rt.steps:
@@ -282,23 +312,28 @@ class FunctionGen:
                     raise NotCompiled(f"{where}: an omitted output is not compiled")
                 slot = claimed.get(t) or self.gen.arenas.alloc(rt.dtypes[t], _size(rt.shapes[t]))
                 self.home[t] = slot
-                self.slots.add(slot)
+                self.gen.slots.add(slot)
                 outs.append(Operand(slot.name, tuple(rt.shapes[t]), rt.dtypes[t], None, slot))
             self.where = (rt.index, step.index)
-            self.line(f"# node {step.index}: {step.op_name}")
+            self.line(f"# {where}")
             try:
                 emitter(JitNode(step.op_name, rt.index, step.index, step.kernel.options, ins, outs), self)
             except NotCompiled as e:
-                raise NotCompiled(f"{where}: {e}") from None
+                raise NotCompiled(str(e) if str(e).startswith("subgraph ") else f"{where}: {e}") from None
             except Exception as e:  # an emitter's bug or a form it did not expect: stay on NumPy
                 raise NotCompiled(f"{where}: {type(e).__name__}: {e}") from e
             self.gen.ops += 1
-        for t, slot in zip(g.outputs, self.out_slots):  # pass-through, constant, repeated outputs
+        passed = set()
+        for k, (t, slot) in enumerate(zip(g.outputs, self.out_slots)):  # pass-through, constant, repeated outputs
+            if pass_through and k < len(g.inputs) and g.inputs[k] == t:
+                passed.add(k)
+                continue
             source = self._read(t, f"subgraph {rt.index}, output tensor {t}")
             if source.slot != slot:
                 from numlite.jit.kernels.common import copy
 
-                self.line(f"{self.kernel(copy)}({slot.name}, {source.name})")
+                copy(self, Operand(slot.name, source.shape, source.dtype, None, slot), source)
+        return passed
 
     def _read(self, t: int, where: str) -> Operand:
         rt = self.runtime
@@ -311,16 +346,9 @@ class FunctionGen:
             if value.dtype.kind not in "biuf":
                 raise NotCompiled(f"{where}: constant tensor {t} of {value.dtype.name} is not compiled")
             slot = self.gen.arenas.const(value)
-        self.slots.add(slot)
+        self.gen.slots.add(slot)
         shape = rt.shapes[t] if rt.shapes[t] is not None else np.shape(value)
         return Operand(slot.name, tuple(shape), rt.dtypes[t], value, slot)
-
-    def source(self) -> str:
-        arenas = sorted({s.arena for s in self.slots})
-        head = [f"@njit(cache=True, nogil=True)", f"def {self.name}(A, ctl):"]
-        head += [f"    a{a} = A[{a}]" for a in arenas]
-        head += [f"    {s.name} = a{s.arena}[{s.offset}:{s.offset + s.size}]" for s in sorted(self.slots, key=lambda s: (s.arena, s.offset, s.size))]
-        return "\n".join(head + self.lines + ["    return 0", ""])
 
 
 def _size(shape: Sequence[int]) -> int:

@@ -59,6 +59,7 @@ class CompiledModel:
         self.arenas = gen.arenas
         self.inputs = gen.inputs
         self.outputs = gen.outputs
+        self.traces = list(gen.traces)
         self.generate_seconds = time.perf_counter() - started
         self.compile_seconds: float | None = None
         self.cache_hit = False
@@ -106,7 +107,7 @@ class CompiledModel:
             np.copyto(view, arrays[t])
         ctl = self.ctl
         ctl[0] = 0  # a cancel() before this invoke does not stop it (as on NumPy)
-        ctl[1] = ctl[6] = 0
+        ctl[1] = 0
         if self.fn(self.A, ctl):
             raise self._error()
         for t, view in self.out_views:
@@ -123,9 +124,9 @@ class CompiledModel:
             return CancelledError(f"invoke cancelled before {runtime.where(step)}")
         message = CODES.get(code, "compiled kernel error {code}").format(a=int(ctl[4]), b=int(ctl[5]), code=code)
         error: Exception = runtime._invoke_error(step, InvokeError(message))
-        for d in range(int(ctl[6])):  # the IF and WHILE nodes it went through, innermost first
-            caller = self.interpreter.subgraph(int(ctl[7 + 2 * d]))
-            error = caller._invoke_error(caller.plan[int(ctl[8 + 2 * d])], error)
+        for caller_index, node_index in reversed(self.traces[int(ctl[6])]):  # the IF and WHILE nodes it sits in
+            caller = self.interpreter.subgraph(caller_index)
+            error = caller._invoke_error(caller.plan[node_index], error)
         return error
 
 

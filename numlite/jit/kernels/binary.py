@@ -7,39 +7,40 @@ rounding rules, stays on NumPy in this milestone)."""
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
-from numlite.jit.kernels import NotCompiled, emits
-from numlite.jit.kernels.common import binary_kernels, clamp, emit_broadcast
+from numlite.jit.kernels import emits
+from numlite.jit.kernels.common import each, index, require, same_dtypes
 
 FLOAT = (np.dtype(np.float32),)
 NUMBERS = (np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.int64))
 
-add = binary_kernels(njit(lambda x, y: x + y))
-sub = binary_kernels(njit(lambda x, y: x - y))
-mul = binary_kernels(njit(lambda x, y: x * y))
-div = binary_kernels(njit(lambda x, y: x / y))
-maximum = binary_kernels(njit(lambda x, y: x if x > y or x != x else y))  # NaN propagates, as np.maximum
-minimum = binary_kernels(njit(lambda x, y: x if x < y or x != x else y))
-
-KERNELS = {"ADD": (add, NUMBERS), "SUB": (sub, NUMBERS), "MUL": (mul, NUMBERS), "DIV": (div, FLOAT),
-           "MAXIMUM": (maximum, NUMBERS), "MINIMUM": (minimum, NUMBERS)}
+# op -> (the expression of one element from the operands' expressions, dtypes)
+EXPRESSIONS = {
+    "ADD": (lambda x, y: f"{x} + {y}", NUMBERS),
+    "SUB": (lambda x, y: f"{x} - {y}", NUMBERS),
+    "MUL": (lambda x, y: f"{x} * {y}", NUMBERS),
+    "DIV": (lambda x, y: f"{x} / {y}", FLOAT),
+    # NaN propagates, as np.maximum and np.minimum (numlite's NumPy kernels) do
+    "MAXIMUM": (lambda x, y: f"max_nan({x}, {y})", NUMBERS),
+    "MINIMUM": (lambda x, y: f"min_nan({x}, {y})", NUMBERS),
+}
 # fused_activation_function code -> the clamp range (RELU, RELU_N1_TO_1, RELU6); TANH and
-# SIGN_BIT have none in LiteRT (CalculateActivationRange), as numlite's NumPy kernels.
+# SIGN_BIT have none in LiteRT (CalculateActivationRange), as in numlite's NumPy kernels.
 RANGES = {1: (0.0, np.inf), 2: (-1.0, 1.0), 3: (0.0, 6.0)}
 
 
-@emits(*KERNELS)
+def activation_range(node, out) -> tuple[float, float] | None:
+    code = getattr(node.options, "fused_activation_function", 0) if node.options is not None else 0
+    if code not in RANGES:
+        return None
+    require(out.dtype.kind == "f", f"a fused activation on {out.dtype.name} is not compiled")
+    return RANGES[code]
+
+
+@emits(*EXPRESSIONS)
 def emit_binary(node, g) -> None:
-    kernels, dtypes = KERNELS[node.op_name]
+    expression, dtypes = EXPRESSIONS[node.op_name]
     a, b = node.ins
     (out,) = node.outs
-    if not (a.dtype == b.dtype == out.dtype and out.dtype in dtypes):
-        raise NotCompiled(f"{node.op_name} of {a.dtype.name} and {b.dtype.name} is not compiled")
-    emit_broadcast(g, kernels, a, b, out)
-    code = getattr(node.options, "fused_activation_function", 0) if node.options is not None else 0
-    if code in RANGES:
-        if out.dtype.kind != "f":
-            raise NotCompiled(f"a fused activation on {out.dtype.name} is not compiled")
-        low, high = RANGES[code]
-        g.line(f"{g.kernel(clamp)}({out.name}, {low!r}, {'np.inf' if high == np.inf else repr(high)})")
+    same_dtypes([a, b, out], dtypes, node.op_name)
+    each(g, out, lambda i: expression(index(a, out, i, g), index(b, out, i, g)), activation_range(node, out))

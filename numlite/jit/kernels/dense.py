@@ -1,28 +1,40 @@
-"""FULLY_CONNECTED on float32: one BLAS product (Numba's ``np.dot``, through SciPy's BLAS) into
-the output, then the bias and the fused activation."""
+"""FULLY_CONNECTED on float32 as compiled loops: with constant weights, stored transposed once
+([K, N]), each output row accumulates ``x[m, k] * w_t[k, :]`` over ``k`` (a contiguous inner
+loop LLVM vectorizes, summing each output in ``k`` order as a plain dot product does); with
+weights from data, one dot product per output. Then the bias and the fused activation in one
+pass. (Numba's ``np.dot`` would call BLAS, but needs SciPy and costs seconds of compile time
+for reshapes and their error paths; see docs/jit.md.)"""
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
-from numlite.jit.kernels import NotCompiled, emits
-from numlite.jit.kernels.binary import RANGES
-from numlite.jit.kernels.common import clamp
+from numlite.jit.kernels import emits
+from numlite.jit.kernels.binary import activation_range
+from numlite.jit.kernels.common import each, kernel, require
 
 F32 = np.dtype(np.float32)
 
 
-@njit(cache=False)
-def fully_connected(x, w, o, m, k, n):
-    np.dot(x.reshape((m, k)), w.reshape((n, k)).T, o.reshape((m, n)))
-
-
-@njit(cache=False)
-def add_bias(o, b, m, n):
+@kernel
+def rows_times_transposed(x, w_t, o, m, k, n):
     for r in range(m):
         for c in range(n):
-            o[r * n + c] += b[c]
+            o[r * n + c] = 0
+        for j in range(k):
+            v = x[r * k + j]
+            for c in range(n):
+                o[r * n + c] += v * w_t[j * n + c]
+
+
+@kernel
+def rows_dot_rows(x, w, o, m, k, n):
+    for r in range(m):
+        for c in range(n):
+            acc = np.float32(0)
+            for j in range(k):
+                acc += x[r * k + j] * w[c * k + j]
+            o[r * n + c] = acc
 
 
 @emits("FULLY_CONNECTED")
@@ -30,18 +42,19 @@ def emit(node, g) -> None:
     x, w = node.ins[0], node.ins[1]
     bias = node.ins[2] if len(node.ins) > 2 else None
     out = node.outs[0]
-    if any(t is not None and t.dtype != F32 for t in (x, w, bias, out)) or len(w.shape) != 2:
-        raise NotCompiled("FULLY_CONNECTED is compiled for float32 inputs, weights and bias only")
-    if len(node.outs) != 1 or (node.options is not None and node.options.weights_format != 0):
-        raise NotCompiled("FULLY_CONNECTED with shuffled weights is not compiled")
+    require(all(t is None or t.dtype == F32 for t in (x, w, bias, out)) and len(w.shape) == 2,
+            "FULLY_CONNECTED is compiled for float32 inputs, weights and bias only")
+    require(len(node.outs) == 1 and (node.options is None or node.options.weights_format == 0),
+            "FULLY_CONNECTED with shuffled weights is not compiled")
     n, k = w.shape
     m = x.size // k if k else 0
-    if m * n != out.size:
-        raise NotCompiled(f"FULLY_CONNECTED of {x.shape} by {w.shape} into {out.shape} is not compiled")
-    g.line(f"{g.kernel(fully_connected)}({x.name}, {w.name}, {out.name}, {m}, {k}, {n})")
-    if bias is not None:
-        g.line(f"{g.kernel(add_bias)}({out.name}, {bias.name}, {m}, {n})")
-    code = getattr(node.options, "fused_activation_function", 0) if node.options is not None else 0
-    if code in RANGES:
-        low, high = RANGES[code]
-        g.line(f"{g.kernel(clamp)}({out.name}, {low!r}, {'np.inf' if high == np.inf else repr(high)})")
+    require(m * n == out.size and k > 0, f"FULLY_CONNECTED of {x.shape} by {w.shape} into {out.shape} is not compiled")
+    if w.value is not None:
+        w_t = g.const(np.ascontiguousarray(np.asarray(w.value, np.float32).reshape(n, k).T))
+        g.line(f"{g.kernel(rows_times_transposed)}({x.name}, {w_t}, {out.name}, {m}, {k}, {n})")
+    else:
+        g.line(f"{g.kernel(rows_dot_rows)}({x.name}, {w.name}, {out.name}, {m}, {k}, {n})")
+    clamp = activation_range(node, out)
+    if bias is not None or clamp is not None:
+        plus = (lambda i: f" + {bias.name}[{i} % {n}]") if bias is not None else (lambda i: "")
+        each(g, out, lambda i: f"{out.name}[{i}]{plus(i)}", clamp)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from numlite.jit.kernels import NotCompiled, emits
-from numlite.jit.kernels.common import copy
+from numlite.jit.kernels import emits
+from numlite.jit.kernels.common import copy, require
 
 
 @emits("RESHAPE", "SQUEEZE", "EXPAND_DIMS")
 def emit(node, g) -> None:
     x, out = node.ins[0], node.outs[0]
-    if x.size != out.size or x.dtype != out.dtype:
-        raise NotCompiled(f"{node.op_name} from {x.shape} to {out.shape} is not compiled")
-    g.line(f"{g.kernel(copy)}({out.name}, {x.name})")
+    require(x.size == out.size and x.dtype == out.dtype, f"{node.op_name} from {x.shape} to {out.shape} is not compiled")
+    copy(g, out, x)
