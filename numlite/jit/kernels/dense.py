@@ -19,12 +19,14 @@ F32 = np.dtype(np.float32)
 @kernel
 def rows_times_transposed(x, w_t, o, m, k, n):
     for r in range(m):
+        row = o[r * n : (r + 1) * n]  # row views: simpler indexing, which LLVM vectorizes
         for c in range(n):
-            o[r * n + c] = 0
+            row[c] = 0
         for j in range(k):
             v = x[r * k + j]
+            weights = w_t[j * n : (j + 1) * n]
             for c in range(n):
-                o[r * n + c] += v * w_t[j * n + c]
+                row[c] += v * weights[c]
 
 
 @kernel
