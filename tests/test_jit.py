@@ -118,7 +118,7 @@ def kernels_model() -> tuple[bytes, list[np.ndarray]]:
     m.op("CAST", [a], (4, 3), np.float32)
     m.op("CAST", [a], (4, 3), np.bool_)
     m.op("CAST", [less], (2, 3, 4), np.float32)
-    for name in ("ABS", "NEG", "TANH", "LOGISTIC", "RELU", "RELU6", "RELU_N1_TO_1", "SQUARE"):
+    for name in ("ABS", "NEG", "TANH", "LOGISTIC", "RELU", "RELU6", "RELU_N1_TO_1", "SQUARE", "SIN", "COS"):
         m.op(name, [x], (2, 3, 4))
     e = m.op("EXP", [x], (2, 3, 4))
     for name in ("LOG", "SQRT", "RSQRT"):
@@ -128,6 +128,8 @@ def kernels_model() -> tuple[bytes, list[np.ndarray]]:
     ops = [("ADD", add(0)), ("SUB", None), ("MUL", None), ("MAXIMUM", None), ("MINIMUM", None)]
     for name, options in ops:
         m.op(name, [a, b], (4, 3), np.int32, options=options)  # integers, broadcast along rows
+    m.op("FLOOR_MOD", [a, m.const([3, -2, 5], np.int32)], (4, 3), np.int32)  # floored: the divisor's sign
+    m.op("FLOOR_MOD", [x, m.const(0.75)], (2, 3, 4))
     m.op("RESHAPE", [x, m.const([6, 4], np.int32)], (6, 4))
     m.op("EXPAND_DIMS", [y, m.const(0, np.int32)], (1, 3, 1))
     m.op("SQUEEZE", [y], (3,), options=Options("SqueezeOptions", squeeze_dims=[1]))
@@ -383,3 +385,38 @@ def test_without_numba_everything_runs_on_numpy(monkeypatch, loop):
     assert numlite.Interpreter(model_content=model, jit=True).jit_report() == {"mode": False, "subgraphs": {}}
     monkeypatch.setenv("NUMLITE_JIT", "1")
     assert numlite.Interpreter(model_content=model).jit_report()["mode"] is True
+
+
+def test_control_flow_models_of_the_converter_compile_and_match(jit_cache):
+    """The loops test_control_flow.py converts with the official converter: a permutation of the
+    loop variables, bool and int64 state, a constant from the body, an IF in a WHILE (i % 3),
+    a WHILE in a WHILE. Judged against TensorFlow (LiteRT gets permutations wrong, see
+    test_control_flow.py) and the NumPy engine, over several loop counts on one interpreter."""
+    import tensorflow as tf
+    import test_control_flow as cf
+    from helpers import convert
+
+    S = tf.TensorSpec
+    cases = {
+        "swap": (cf._swap, [S((), tf.int32), S((3,), tf.float32), S((3,), tf.float32)], ("buffers", "swap")),
+        "bool_and_int64_state": (cf._bool_and_int64_state, [S((), tf.int32), S((3,), tf.float32)], ("buffers", "bool_and_int64_state")),
+        "constant_from_body": (cf._constant_from_body, [S((), tf.int32), S((3,), tf.float32)], ("buffers", "constant_from_body")),
+        "cond_in_while": (cf._cond_in_while, [S((), tf.int32), S((4,), tf.float32)], "cond_in_while"),
+        "while_in_while": (cf._while_in_while, [S((), tf.int32), S((), tf.int32), S((2, 3), tf.float32)], "while_in_while"),
+    }
+    for name, (fn, specs, key) in cases.items():
+        model = convert(fn, specs, key=key)
+        interpreter = numlite.Interpreter(model_content=model, jit=True)
+        interpreter.allocate_tensors()
+        _compiled(interpreter)
+        numpy_engine = numlite.Interpreter(model_content=model)
+        numpy_engine.allocate_tensors()
+        for n in (0, 1, 7):
+            feed = [np.array(n if s.shape == () and s.dtype == tf.int32 else 0, np.int32) if s.dtype == tf.int32
+                    else rng_floats(s.shape, n, -1, 1) for s in specs]
+            if name == "while_in_while":
+                feed[1] = np.int32(n + 2)
+            got = _run(interpreter, feed)
+            labels = [f"{name} n={n} output {k}" for k in range(len(got))]
+            _assert_same(got, _run(numpy_engine, feed), labels, "the NumPy engine")
+            _assert_same(got, cf.tf_outputs(fn, feed), labels, "TensorFlow")

@@ -1,4 +1,4 @@
-"""ADD, SUB, MUL, DIV, MAXIMUM, MINIMUM with broadcasting and fused activations.
+"""ADD, SUB, MUL, DIV, MAXIMUM, MINIMUM, FLOOR_MOD with broadcasting and fused activations.
 
 Integer arithmetic wraps as in LiteRT (Numba computes int32 in 64 bits and the store into the
 int32 buffer keeps the low bits); DIV is compiled for float32 only (integer DIV, with its
@@ -23,6 +23,9 @@ EXPRESSIONS = {
     # NaN propagates, as np.maximum and np.minimum (numlite's NumPy kernels) do
     "MAXIMUM": (lambda x, y: f"max_nan({x}, {y})", NUMBERS),
     "MINIMUM": (lambda x, y: f"min_nan({x}, {y})", NUMBERS),
+    # Python's (and Numba's) % is the floored modulo LiteRT computes; compiled only for a
+    # constant divisor without zeros (a loop counter's i % 3), as division by zero would raise
+    "FLOOR_MOD": (lambda x, y: f"{x} % {y}", NUMBERS),
 }
 # fused_activation_function code -> the clamp range (RELU, RELU_N1_TO_1, RELU6); TANH and
 # SIGN_BIT have none in LiteRT (CalculateActivationRange), as in numlite's NumPy kernels.
@@ -43,4 +46,6 @@ def emit_binary(node, g) -> None:
     a, b = node.ins
     (out,) = node.outs
     same_dtypes([a, b, out], dtypes, node.op_name)
+    if node.op_name == "FLOOR_MOD":
+        require(b.value is not None and bool(np.all(b.value != 0)), "FLOOR_MOD by a divisor from data is not compiled")
     each(g, out, lambda i: expression(index(a, out, i, g), index(b, out, i, g)), activation_range(node, out))

@@ -1,4 +1,4 @@
-"""ABS, NEG, EXP, LOG, SQRT, RSQRT, SQUARE: element-wise math on float32 (ABS and NEG also on
+"""ABS, NEG, EXP, LOG, SQRT, RSQRT, SQUARE, SIN, COS: element-wise math on float32 (ABS and NEG also on
 int32 and int64, wrapping as LiteRT does). Float results come from the float32 libm functions
 LLVM calls (within an ulp of NumPy's)."""
 
@@ -20,6 +20,8 @@ EXPRESSIONS = {
     "SQRT": (lambda x: f"np.sqrt({x})", (F32,)),
     "RSQRT": (lambda x: f"np.float32(1.0) / np.sqrt({x})", (F32,)),  # both steps rounded in float32
     "SQUARE": (lambda x: f"{x} * {x}", (F32,)),
+    "SIN": (lambda x: f"np.sin({x})", (F32,)),
+    "COS": (lambda x: f"np.cos({x})", (F32,)),
 }
 
 
