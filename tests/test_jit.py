@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 import numpy as np
 import pytest
-from helpers import assert_close, litert_interpreter
+from helpers import assert_close, litert_interpreter, run_interpreter
 
 import numlite
 from numlite import jit
@@ -197,13 +197,6 @@ def jit_cache(tmp_path_factory):
         os.environ["NUMLITE_CACHE_DIR"] = before
 
 
-def _run(interpreter: Any, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-    for d, value in zip(interpreter.get_input_details(), inputs):
-        interpreter.set_tensor(d["index"], value)
-    interpreter.invoke()
-    return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
-
-
 def _compiled(interpreter: Any) -> dict[str, Any]:
     report = interpreter.jit_report()["subgraphs"][0]
     assert report["compiled"], report
@@ -243,27 +236,32 @@ def test_every_compiled_kernel_matches_litert_and_numpy(kernels):
     assert report["operators"] == len(names)  # every node compiled
     for seed in (0, 1):  # twice: the second invoke reuses the arenas
         feed = [v if k > 1 else rng_floats(v.shape, 20 + 3 * seed + k) for k, v in enumerate(inputs)]
-        got = _run(interpreter, feed)
+        got = run_interpreter(interpreter, feed)
         litert = litert_interpreter(model)
         litert.allocate_tensors()
-        _assert_same(got, _run(litert, feed), names, "LiteRT")
+        _assert_same(got, run_interpreter(litert, feed), names, "LiteRT")
         numpy_engine = numlite.Interpreter(model_content=model)
         numpy_engine.allocate_tensors()
-        _assert_same(got, _run(numpy_engine, feed), names, "the NumPy engine")
+        _assert_same(got, run_interpreter(numpy_engine, feed), names, "the NumPy engine")
+
+
+def _same_error(interpreter: Any, model: bytes, feed: Sequence[np.ndarray]) -> str:
+    """The InvokeError message of a compiled invoke, checked equal to the NumPy engine's."""
+    with pytest.raises(InvokeError) as compiled:
+        run_interpreter(interpreter, feed)
+    numpy_engine = numlite.Interpreter(model_content=model)
+    numpy_engine.allocate_tensors()
+    with pytest.raises(InvokeError) as reference:
+        run_interpreter(numpy_engine, feed)
+    assert str(compiled.value) == str(reference.value)
+    return str(compiled.value)
 
 
 def test_gather_position_out_of_range_raises_the_numpy_error(kernels):
     model, inputs, interpreter = kernels
     bad = [*inputs[:2], np.array([0, 1, 3, 0, 0], np.int32), *inputs[3:]]
-    with pytest.raises(InvokeError) as compiled:
-        _run(interpreter, bad)
-    numpy_engine = numlite.Interpreter(model_content=model)
-    numpy_engine.allocate_tensors()
-    with pytest.raises(InvokeError) as reference:
-        _run(numpy_engine, bad)
-    assert str(compiled.value) == str(reference.value)
-    assert "(GATHER) failed: gather index 3 is out of range [0, 3)" in str(compiled.value)
-    assert len(_run(interpreter, inputs)) > 0  # the next invoke runs normally
+    assert "(GATHER) failed: gather index 3 is out of range [0, 3)" in _same_error(interpreter, model, bad)
+    assert len(run_interpreter(interpreter, inputs)) > 0  # the next invoke runs normally
 
 
 @pytest.mark.parametrize("n, k", [(0, 0), (1, 5), (7, 2), (40, 3)])
@@ -271,28 +269,21 @@ def test_compiled_loop_with_if_matches_litert_and_numpy(loop, n, k):
     model, interpreter = loop
     assert _compiled(interpreter)["subgraphs"] == [0, 1, 2, 3, 4]
     feed = [np.int32(n), rng_floats((4,), n), np.int32(k)]
-    got = _run(interpreter, feed)
+    got = run_interpreter(interpreter, feed)
     litert = litert_interpreter(model)
     litert.allocate_tensors()
     names = ["i", "v"]
-    _assert_same(got, _run(litert, feed), names, "LiteRT")
+    _assert_same(got, run_interpreter(litert, feed), names, "LiteRT")
     numpy_engine = numlite.Interpreter(model_content=model)
     numpy_engine.allocate_tensors()
-    _assert_same(got, _run(numpy_engine, feed), names, "the NumPy engine")
+    _assert_same(got, run_interpreter(numpy_engine, feed), names, "the NumPy engine")
     assert got[0] == max(n, 0)
 
 
 def test_error_inside_a_compiled_loop_names_each_node(loop):
     model, interpreter = loop
-    feed = [np.int32(3), rng_floats((4,), 0), np.int32(6)]
-    with pytest.raises(InvokeError) as compiled:
-        _run(interpreter, feed)
-    numpy_engine = numlite.Interpreter(model_content=model)
-    numpy_engine.allocate_tensors()
-    with pytest.raises(InvokeError) as reference:
-        _run(numpy_engine, feed)
-    assert str(compiled.value) == str(reference.value)
-    assert str(compiled.value).startswith("subgraph 0, node 0 (WHILE) failed: subgraph 2, node 3 (GATHER) failed: gather index 6")
+    message = _same_error(interpreter, model, [np.int32(3), rng_floats((4,), 0), np.int32(6)])
+    assert message.startswith("subgraph 0, node 0 (WHILE) failed: subgraph 2, node 3 (GATHER) failed: gather index 6")
 
 
 def test_cancel_stops_a_long_compiled_loop(loop):
@@ -340,13 +331,13 @@ def test_auto_compiles_a_hot_model_in_the_background(loop, monkeypatch):
     interpreter = numlite.Interpreter(model_content=model, jit="auto")
     interpreter.allocate_tensors()
     feed = [np.int32(9), rng_floats((4,), 3), np.int32(4)]
-    first = _run(interpreter, feed)
+    first = run_interpreter(interpreter, feed)
     assert not interpreter.jit_report()["subgraphs"]  # nothing compiled before it is hot
     for _ in range(engine.AUTO_MIN_INVOKES):
-        _run(interpreter, feed)
+        run_interpreter(interpreter, feed)
     interpreter._jit.wait(120)
     assert _compiled(interpreter)["module"] == loop[1].jit_report()["subgraphs"][0]["module"]  # the same code
-    _assert_same(_run(interpreter, feed), first, ["i", "v"], "its NumPy invokes")
+    _assert_same(run_interpreter(interpreter, feed), first, ["i", "v"], "its NumPy invokes")
 
 
 def test_resize_recompiles_and_uncovered_models_stay_on_numpy(jit_cache):
@@ -361,7 +352,7 @@ def test_resize_recompiles_and_uncovered_models_stay_on_numpy(jit_cache):
         interpreter.resize_tensor_input(d["index"], (3,))
     interpreter.allocate_tensors()
     assert _compiled(interpreter)["module"] != first
-    got = _run(interpreter, [np.float32([1, 2, 3]), np.float32([0.5, 0.25, 4])])
+    got = run_interpreter(interpreter, [np.float32([1, 2, 3]), np.float32([0.5, 0.25, 4])])
     np.testing.assert_array_equal(got[0], np.float32([1.5, 2.25, 7]))
 
     m.op("SOFTMAX", [x], (3,), options=Options("SoftmaxOptions", beta=1.0))  # no compiled kernel yet
@@ -369,7 +360,7 @@ def test_resize_recompiles_and_uncovered_models_stay_on_numpy(jit_cache):
     interpreter.allocate_tensors()
     report = interpreter.jit_report()["subgraphs"][0]
     assert not report["compiled"] and "node 1 (SOFTMAX): no compiled kernel" in report["reason"]
-    assert len(_run(interpreter, [np.float32([1, 2]), np.float32([3, 4])])) == 2
+    assert len(run_interpreter(interpreter, [np.float32([1, 2]), np.float32([3, 4])])) == 2
 
 
 def test_without_numba_everything_runs_on_numpy(monkeypatch, loop):
@@ -379,7 +370,7 @@ def test_without_numba_everything_runs_on_numpy(monkeypatch, loop):
     interpreter.allocate_tensors()
     report = interpreter.jit_report()
     assert report["numba"] == "unavailable: numba cannot be imported (test)" and not report["subgraphs"][0]["compiled"]
-    got = _run(interpreter, [np.int32(4), rng_floats((4,), 5), np.int32(0)])
+    got = run_interpreter(interpreter, [np.int32(4), rng_floats((4,), 5), np.int32(0)])
     assert got[0] == 4
     monkeypatch.setenv("NUMLITE_JIT", "0")
     assert numlite.Interpreter(model_content=model, jit=True).jit_report() == {"mode": False, "subgraphs": {}}
@@ -416,7 +407,7 @@ def test_control_flow_models_of_the_converter_compile_and_match(jit_cache):
                     else rng_floats(s.shape, n, -1, 1) for s in specs]
             if name == "while_in_while":
                 feed[1] = np.int32(n + 2)
-            got = _run(interpreter, feed)
+            got = run_interpreter(interpreter, feed)
             labels = [f"{name} n={n} output {k}" for k in range(len(got))]
-            _assert_same(got, _run(numpy_engine, feed), labels, "the NumPy engine")
+            _assert_same(got, run_interpreter(numpy_engine, feed), labels, "the NumPy engine")
             _assert_same(got, cf.tf_outputs(fn, feed), labels, "TensorFlow")

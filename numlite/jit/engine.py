@@ -53,18 +53,39 @@ class CompiledModel:
         self.interpreter = interpreter
         self.root = root
         gen = Generator(interpreter, root)
-        self.source = gen.generate()  # NotCompiled when the model is not covered
+        self._take(gen, gen.generate())  # NotCompiled when the model is not covered
+        self.generate_seconds = time.perf_counter() - started
+        self.compile_seconds: float | None = None
+        self.cache_hit = False
+        self.path = None
+        self.fn: Callable[..., int] | None = None
+
+    def _take(self, gen: Any, source: str) -> None:
+        self.source = source
         self.generations = dict(gen.generations)
         self.operators = gen.ops
         self.arenas = gen.arenas
         self.inputs = gen.inputs
         self.outputs = gen.outputs
         self.traces = list(gen.traces)
-        self.generate_seconds = time.perf_counter() - started
-        self.compile_seconds: float | None = None
-        self.cache_hit = False
-        self.path = None
-        self.fn: Callable[..., int] | None = None
+
+    def refresh(self) -> bool:
+        """After the runtimes were prepared again (``allocate_tensors`` rebinds them even when
+        nothing changed): keep the compiled function when the generated source is the same,
+        with arenas built anew from the runtimes' current constants. False when it differs."""
+        from numlite.jit.codegen import Generator
+        from numlite.jit.kernels import NotCompiled
+
+        gen = Generator(self.interpreter, self.root)
+        try:
+            source = gen.generate()
+        except NotCompiled:
+            return False
+        if source != self.source:
+            return False
+        self._take(gen, source)
+        self._bind()
+        return True
 
     def compile(self) -> None:
         """Write and load the module, build the arenas, and compile (or load from Numba's
@@ -77,19 +98,23 @@ class CompiledModel:
         started = time.perf_counter()
         self.path = cache.write_module(self.source)
         module = cache.load_module(self.path)
-        self.A = self.arenas.build()
         self.ctl = np.zeros(CTL_SIZE, np.int64)
+        self._bind()
         fn = module.main
         fn.compile((numba.typeof(self.A), numba.typeof(self.ctl)))
         self.cache_hit = bool(fn.stats.cache_hits) and not fn.stats.cache_misses
+        self.compile_seconds = time.perf_counter() - started
+        self.fn = fn
+
+    def _bind(self) -> None:
+        """The arenas (constants copied in) and the views the inputs and outputs go through."""
+        self.A = self.arenas.build()
         runtime = self.interpreter.subgraph(self.root)
         self.in_views = [(t, self.arenas.view(self.A, slot, shape)) for t, slot, shape in self.inputs]
         self.out_views = [
             (t, self.arenas.view(self.A, slot, shape)) for t, slot, shape in self.outputs
             if not runtime.known[t] and t not in runtime.graph.inputs
         ]  # fmt: skip
-        self.compile_seconds = time.perf_counter() - started
-        self.fn = fn
 
     def current(self) -> bool:
         """Whether every subgraph it was generated from is still prepared as it was."""
@@ -142,18 +167,22 @@ class JitManager:
         self.numpy_invokes: dict[int, int] = {}
         self.pending: dict[int, threading.Thread] = {}
         self.last: dict[int, CompiledModel] = {}  # the last one built, for the report
+        self.input_shapes: dict[int, tuple] = {}  # the root's input shapes at the last allocate
 
     # -- building ---------------------------------------------------------------------------------
 
     def allocated(self, sg: "SubgraphRuntime") -> None:
         """After ``allocate_tensors``: ``True`` compiles now."""
         engine = self.engines.get(sg.index)
-        if engine is not None and engine.current():
+        if engine is not None and (engine.current() or engine.refresh()):
             return
         self.engines.pop(sg.index, None)
-        self.reasons.pop(sg.index, None)  # new shapes: maybe compilable now
-        self.numpy_seconds.pop(sg.index, None)
-        self.numpy_invokes.pop(sg.index, None)
+        shapes = tuple(sg.shapes[i] for i in sg.graph.inputs)
+        if self.input_shapes.get(sg.index) != shapes:  # new shapes: maybe compilable now, not hot yet
+            self.input_shapes[sg.index] = shapes
+            self.reasons.pop(sg.index, None)
+            self.numpy_seconds.pop(sg.index, None)
+            self.numpy_invokes.pop(sg.index, None)
         if self.mode is True:
             built = self._generate(sg.index)
             if built is not None:
@@ -184,8 +213,7 @@ class JitManager:
             log.warning("numlite.jit: subgraph %d %s", built.root, self.reasons[built.root])
             return
         self.reasons.pop(built.root, None)
-        if built.current():
-            self.engines[built.root] = built
+        self.engines[built.root] = built  # invoke checks, in the interpreter's thread, that it is current
 
     # -- invoking ---------------------------------------------------------------------------------
 
@@ -193,10 +221,10 @@ class JitManager:
         """Run ``sg`` compiled when an engine for it is ready and current, else on NumPy."""
         engine = self.engines.get(sg.index)
         if engine is not None:
-            if engine.current():
+            if engine.current() or engine.refresh():
                 engine.run()
                 return
-            del self.engines[sg.index]  # prepared again since: rebuilt at allocate (True) or when hot
+            del self.engines[sg.index]  # prepared for other shapes: rebuilt at allocate (True) or when hot
         if self.mode != "auto" or sg.index in self.pending or sg.index in self.reasons:
             numpy_invoke()
             return
