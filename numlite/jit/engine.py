@@ -33,6 +33,7 @@ import numpy as np
 
 from numlite.errors import CancelledError, InvokeError
 from numlite.jit import status
+from numlite.kernels.base import copy_into
 
 if TYPE_CHECKING:
     from numlite.interpreter.runtime import SubgraphRuntime
@@ -129,14 +130,14 @@ class CompiledModel:
     def run(self) -> None:
         arrays = self.interpreter.subgraph(self.root).arrays
         for t, view in self.in_views:
-            np.copyto(view, arrays[t])
+            copy_into(view, arrays[t])
         ctl = self.ctl
         ctl[0] = 0  # a cancel() before this invoke does not stop it (as on NumPy)
         ctl[1] = 0
         if self.fn(self.A, ctl):
             raise self._error()
         for t, view in self.out_views:
-            np.copyto(arrays[t], view)
+            copy_into(arrays[t], view)
 
     def _error(self) -> Exception:
         from numlite.jit.kernels.common import CANCELLED, CODES
