@@ -46,6 +46,11 @@ if TYPE_CHECKING:
     from numlite.interpreter.runtime import SubgraphRuntime
 
 MAX_DEPTH = 32  # nested IF/WHILE call sites (recursion is refused)
+ARENA_DTYPES = tuple(np.dtype(t) for t in (np.bool_, np.int8, np.uint8, np.int16, np.int32, np.int64, np.float32, np.float64))
+# Ops that only move elements: compiled on quantized tensors when the output keeps the input's
+# scale and zero point (as LiteRT requires of them). Every other op with a quantized operand
+# (affine integer arithmetic, CONCATENATION's requantization) stays on NumPy in this milestone.
+MOVES_ELEMENTS = {"RESHAPE", "SQUEEZE", "EXPAND_DIMS", "TRANSPOSE", "SLICE", "STRIDED_SLICE", "GATHER"}
 
 
 @dataclass(frozen=True)
@@ -100,7 +105,7 @@ class Arenas:
     def alloc(self, dtype: Any, size: int) -> Slot:
         dtype = np.dtype(dtype)
         if dtype not in self.dtypes:
-            if dtype.kind not in "biuf":
+            if dtype not in ARENA_DTYPES:
                 raise NotCompiled(f"tensors of {dtype.name} are not compiled")
             self.dtypes.append(dtype)
             self.sizes.append(0)
@@ -158,7 +163,10 @@ class Generator:
                 shape = runtime.shapes[t]
                 if shape is None or runtime.dynamic[t]:
                     raise NotCompiled(f"subgraph {self.root}: tensor {t} has a shape known only at run time")
-                where.append((t, self.arenas.alloc(runtime.dtypes[t], _size(shape)), tuple(shape)))
+                try:
+                    where.append((t, self.arenas.alloc(runtime.dtypes[t], _size(shape)), tuple(shape)))
+                except NotCompiled as e:
+                    raise NotCompiled(f"subgraph {self.root}, tensor {t}: {e}") from None
         self.subgraph(self.root, [s for _, s, _ in self.inputs], [s for _, s, _ in self.outputs], (), 1)
         arenas = sorted({s.arena for s in self.slots})
         body = ["@njit(cache=True, nogil=True)", "def main(A, ctl):"]
@@ -305,15 +313,12 @@ class FunctionGen:
             emitter = EMITTERS.get(step.op_name)
             if emitter is None:
                 raise NotCompiled(f"{where}: no compiled kernel for {step.op_name}")
-            ins = [self._read(t, where) if t >= 0 else None for t in step.inputs]
-            outs = []
-            for t in step.outputs:
-                if t < 0:
-                    raise NotCompiled(f"{where}: an omitted output is not compiled")
-                slot = claimed.get(t) or self.gen.arenas.alloc(rt.dtypes[t], _size(rt.shapes[t]))
-                self.home[t] = slot
-                self.gen.slots.add(slot)
-                outs.append(Operand(slot.name, tuple(rt.shapes[t]), rt.dtypes[t], None, slot))
+            _check_quantization(rt, step, where)
+            try:
+                ins = [self._read(t, where) if t >= 0 else None for t in step.inputs]
+                outs = self._outputs(step, claimed, where)
+            except NotCompiled as e:
+                raise NotCompiled(str(e) if str(e).startswith("subgraph ") else f"{where}: {e}") from None
             self.where = (rt.index, step.index)
             self.line(f"# {where}")
             try:
@@ -335,6 +340,18 @@ class FunctionGen:
                 copy(self, Operand(slot.name, source.shape, source.dtype, None, slot), source)
         return passed
 
+    def _outputs(self, step: Any, claimed: dict[int, Slot], where: str) -> list[Operand]:
+        """The node's outputs, each in its graph output's slot or a new one."""
+        rt, outs = self.runtime, []
+        for t in step.outputs:
+            if t < 0:
+                raise NotCompiled(f"{where}: an omitted output is not compiled")
+            slot = claimed.get(t) or self.gen.arenas.alloc(rt.dtypes[t], _size(rt.shapes[t]))
+            self.home[t] = slot
+            self.gen.slots.add(slot)
+            outs.append(Operand(slot.name, tuple(rt.shapes[t]), rt.dtypes[t], None, slot))
+        return outs
+
     def _read(self, t: int, where: str) -> Operand:
         rt = self.runtime
         slot = self.home.get(t)
@@ -349,6 +366,24 @@ class FunctionGen:
         self.gen.slots.add(slot)
         shape = rt.shapes[t] if rt.shapes[t] is not None else np.shape(value)
         return Operand(slot.name, tuple(shape), rt.dtypes[t], value, slot)
+
+
+def _check_quantization(rt: "SubgraphRuntime", step: Any, where: str) -> None:
+    """Refuse a node with quantized operands, unless it only moves elements of one scale."""
+    def params(t: int) -> tuple | None:
+        q = rt.graph.tensors[t].quantization if t >= 0 else None
+        if q is None or q.scale is None or not len(q.scale):
+            return None
+        zero = q.zero_point if q.zero_point is not None else ()
+        return tuple(np.asarray(q.scale, np.float64).tolist()), tuple(np.asarray(zero, np.int64).tolist())
+
+    quantized = [t for t in (*step.inputs, *step.outputs) if params(t) is not None]
+    if not quantized:
+        return
+    data, out = step.inputs[0], step.outputs[0]
+    if step.op_name in MOVES_ELEMENTS and params(data) is not None and params(data) == params(out):
+        return
+    raise NotCompiled(f"{where}: quantized operands are not compiled in this milestone")
 
 
 def _size(shape: Sequence[int]) -> int:

@@ -3,9 +3,11 @@ the ONE table that maps an op name to its emitter.
 
 An emitter is a function ``emit(node, g)`` registered with ``@emits("ADD", ...)``. It reads
 the node (:class:`numlite.jit.codegen.JitNode`: op, options, operands with static shapes,
-dtypes and known values) and writes the node's line(s) into the function being generated
-through ``g`` (:class:`numlite.jit.codegen.FunctionGen`): ``g.line(f"{g.kernel(add)}({a}, {b},
-{out})")`` calls an ``@njit`` kernel of this package on the operands' flat buffers. An emitter
+dtypes and known values) and writes the node's code into the function being generated
+through ``g`` (:class:`numlite.jit.codegen.FunctionGen`): an element-wise loop,
+``each(g, out, lambda i: f"{a.name}[{i}] + {b.name}[{i}]")``, or the call of an inlined
+``@kernel`` of this package on the operands' flat buffers, ``g.line(f"{g.kernel(fn)}(...)")``
+(see :mod:`numlite.jit.kernels.common`). An emitter
 that cannot compile the node as it is (a dtype, an option or a form not covered yet) raises
 :class:`NotCompiled` with the reason; the model then stays on the NumPy engine and the jit
 report names the node and the reason.
