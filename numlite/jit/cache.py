@@ -19,6 +19,9 @@ import sys
 import tempfile
 from pathlib import Path
 from types import ModuleType
+from typing import Any
+
+import numpy as np
 
 _kernel_hash: str | None = None
 
@@ -44,17 +47,59 @@ def _kernels_source_hash() -> str:
     return _kernel_hash
 
 
-def module_key(source: str) -> str:
+def model_key(model: Any) -> str:
+    """A hash of a model: its structure (subgraphs, tensors, operators, options) and the bytes
+    of its buffers (read in place, not copied)."""
+    h = hashlib.sha256()
+    with np.printoptions(threshold=sys.maxsize):  # no "..." in the reprs of long arrays
+        h.update(repr((model.operator_codes, model.subgraphs)).encode())
+    for buffer in model.buffers:
+        data = np.ascontiguousarray(buffer.data)
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(memoryview(data).cast("B"))
+    return h.hexdigest()
+
+
+def index_key(model_hash: str, root: int, shapes: Any) -> str:
+    from importlib.metadata import version
+
+    return hashlib.sha256(repr((model_hash, root, shapes, _numlite_version(), version("numba"))).encode()).hexdigest()[:32]
+
+
+def remember(key: str, module: Path) -> None:
+    """Record that the module ``module`` serves index ``key``."""
+    folder = cache_dir() / "index"
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        f.write(module.name)
+    os.replace(tmp, folder / key)
+
+
+def recall(key: str) -> Path | None:
+    """The module recorded for ``key``, when it and its file exist."""
+    try:
+        name = (cache_dir() / "index" / key).read_text().strip()
+    except OSError:
+        return None
+    path = cache_dir() / name
+    return path if name and path.exists() else None
+
+
+def _numlite_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
+    try:
+        return version("numlite")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def module_key(source: str) -> str:
     import numba
 
-    try:
-        numlite_version = version("numlite")
-    except PackageNotFoundError:
-        numlite_version = "unknown"
     h = hashlib.sha256()
-    for part in (source, numlite_version, numba.__version__, _kernels_source_hash()):
+    for part in (source, _numlite_version(), numba.__version__, _kernels_source_hash()):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()[:32]

@@ -12,8 +12,9 @@ back into the interpreter's arrays, so ``get_tensor`` and ``tensor()`` read them
 * ``True``: compile at ``allocate_tensors()`` (and again after a resize), then run compiled;
 * ``"auto"``: run on NumPy at once; once a root subgraph has spent ``AUTO_HOT_SECONDS`` in
   NumPy invokes, generate its module there and compile it in a background thread; invokes
-  switch to it when it is ready (a process that finds Numba's cache of the module loads it
-  in a fraction of the compile time);
+  switch to it when it is ready. A model compiled before (by any process: the cache's index
+  names the module for the model's hash and input shapes) is loaded in the background right
+  at ``allocate_tensors()``, which takes milliseconds once Numba is imported;
 * a model the engine does not cover (an op without compiled kernel, dynamic shapes,
   variables) stays on NumPy; :meth:`JitManager.report` (``Interpreter.jit_report()``) and
   the ``numlite.jit`` logger say why, naming the node.
@@ -169,6 +170,7 @@ class JitManager:
         self.pending: dict[int, threading.Thread] = {}
         self.last: dict[int, CompiledModel] = {}  # the last one built, for the report
         self.input_shapes: dict[int, tuple] = {}  # the root's input shapes at the last allocate
+        self._model_hash: str | None = None
 
     # -- building ---------------------------------------------------------------------------------
 
@@ -188,6 +190,27 @@ class JitManager:
             built = self._generate(sg.index)
             if built is not None:
                 self._compile(built)
+        elif sg.index not in self.pending and self._cached_before(sg.index):
+            self._start_background(sg.index, generate_there=True)  # compiled before: load it now
+
+    def _index_key(self, root: int) -> str | None:
+        """The cache index key of this model, root and input shapes (None without Numba)."""
+        from importlib.util import find_spec
+
+        from numlite.jit import cache
+
+        if find_spec("numba") is None:
+            return None
+        if self._model_hash is None:
+            self._model_hash = cache.model_key(self.interpreter.model)
+        sg = self.interpreter.subgraph(root)
+        return cache.index_key(self._model_hash, root, tuple(sg.shapes[i] for i in sg.graph.inputs))
+
+    def _cached_before(self, root: int) -> bool:
+        from numlite.jit import cache
+
+        key = self._index_key(root)
+        return key is not None and cache.recall(key) is not None
 
     def _generate(self, root: int) -> CompiledModel | None:
         from numlite import jit
@@ -215,6 +238,11 @@ class JitManager:
             return
         self.reasons.pop(built.root, None)
         self.engines[built.root] = built  # invoke checks, in the interpreter's thread, that it is current
+        key = self._index_key(built.root)
+        if key is not None and built.path is not None:
+            from numlite.jit import cache
+
+            cache.remember(key, built.path)
 
     # -- invoking ---------------------------------------------------------------------------------
 
@@ -236,14 +264,19 @@ class JitManager:
         if self.numpy_seconds[sg.index] >= AUTO_HOT_SECONDS and self.numpy_invokes[sg.index] >= AUTO_MIN_INVOKES:
             self._start_background(sg.index)
 
-    def _start_background(self, root: int) -> None:
-        built = self._generate(root)  # here, not in the thread: it reads the runtimes' state
-        if built is None:
+    def _start_background(self, root: int, generate_there: bool = False) -> None:
+        """Compile ``root`` in a thread. The source is generated here (it reads the runtimes'
+        state), or there when ``generate_there`` (a model found in the cache index: importing
+        Numba then costs the caller nothing; invoke checks the result is still current)."""
+        built = None if generate_there else self._generate(root)
+        if built is None and not generate_there:
             return
 
         def work() -> None:
             try:
-                self._compile(built)
+                made = built if built is not None else self._generate(root)
+                if made is not None:
+                    self._compile(made)
             finally:
                 self.pending.pop(root, None)
 
