@@ -174,6 +174,11 @@ class Interpreter:
         self.control_flow_counters = {"bytes_copied": 0, "arrays_allocated": 0}
         self._cancel_requested = False  # a cancel() before this invoke does not stop it
         self._update_watching()
+        compiled = self._jit.ready(sg) if self._jit is not None and not self.watching else None
+        if compiled is not None:
+            with self._float_mode:  # flush-to-zero applies to compiled code too; errstate and BLAS do not
+                compiled.run()
+            return
         # Floating-point exceptions are results here, not errors: exp overflowing to inf, 0/0
         # giving NaN, as in LiteRT. Ignored once for the whole invoke, so that small kernels
         # need no errstate of their own (about 0.7 us each, a loop body's LOGISTIC's cost).

@@ -70,6 +70,8 @@ class CompiledModel:
         self.inputs = gen.inputs
         self.outputs = gen.outputs
         self.traces = list(gen.traces)
+        subgraph = self.interpreter.subgraph
+        self._watched = [(subgraph(i), g) for i, g in self.generations.items()]
 
     def refresh(self) -> bool:
         """After the runtimes were prepared again (``allocate_tensors`` rebinds them even when
@@ -120,8 +122,10 @@ class CompiledModel:
 
     def current(self) -> bool:
         """Whether every subgraph it was generated from is still prepared as it was."""
-        subgraph = self.interpreter.subgraph
-        return all(subgraph(i).allocated and subgraph(i).generation == g for i, g in self.generations.items())
+        for runtime, generation in self._watched:
+            if not runtime.allocated or runtime.generation != generation:
+                return False
+        return True
 
     def cancel(self) -> None:
         ctl = getattr(self, "ctl", None)
@@ -246,14 +250,24 @@ class JitManager:
 
     # -- invoking ---------------------------------------------------------------------------------
 
-    def invoke(self, sg: "SubgraphRuntime", numpy_invoke: Callable[[], None]) -> None:
-        """Run ``sg`` compiled when an engine for it is ready and current, else on NumPy."""
+    def ready(self, sg: "SubgraphRuntime") -> CompiledModel | None:
+        """The compiled model of ``sg`` when there is one and it is current (else None: the
+        invoke runs on NumPy, through :meth:`invoke`)."""
         engine = self.engines.get(sg.index)
+        if engine is None:
+            return None
+        if engine.current() or engine.refresh():
+            return engine
+        del self.engines[sg.index]  # prepared for other shapes: rebuilt at allocate (True) or when hot
+        return None
+
+    def invoke(self, sg: "SubgraphRuntime", numpy_invoke: Callable[[], None]) -> None:
+        """Run ``sg`` compiled when it is :meth:`ready`, else on NumPy (counting the time
+        ``"auto"`` uses to find hot models)."""
+        engine = self.ready(sg)
         if engine is not None:
-            if engine.current() or engine.refresh():
-                engine.run()
-                return
-            del self.engines[sg.index]  # prepared for other shapes: rebuilt at allocate (True) or when hot
+            engine.run()
+            return
         if self.mode != "auto" or sg.index in self.pending or sg.index in self.reasons:
             numpy_invoke()
             return
