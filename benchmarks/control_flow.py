@@ -2,7 +2,7 @@
 
     python benchmarks/control_flow.py [--cases trivial_loop,matrix_loop,nested,cond_then,cond_else]
                                       [--iterations N] [--runs N] [--warmup N] [--threads N]
-                                      [--seed N] [--json out.json] [--no-memory]
+                                      [--seed N] [--json out.json] [--no-memory] [--jit]
 
 Each model is a small ``tf.function`` built with TensorFlow, converted with
 ``tf.lite.TFLiteConverter`` and cached under ``benchmarks/.cache/`` (as ``run.py`` does). Loop
@@ -10,7 +10,10 @@ counts are model inputs, so ``--iterations`` changes what is fed, not the model.
 interpreters run in this one process on the same input: warm-up, then alternating timed invokes,
 medians. The Markdown table adds per-iteration times, numlite's shared and separate arenas, its
 control-flow counters and a LiteRT memory estimate (see benchmarks/README.md for the columns).
-Nothing here asserts anything.
+``--jit`` adds numlite's compiled engine (``Interpreter(jit=True)``, docs/jit.md) as a third
+interpreter in the same alternating runs: its times, its ratio to LiteRT, and the seconds its
+``allocate_tensors()`` took to compile (or, with a warm cache, ``NUMLITE_CACHE_DIR``, to load)
+the model. Nothing here asserts anything.
 """
 
 from __future__ import annotations
@@ -221,9 +224,9 @@ def _feed(interpreter: Any, inputs: Sequence[np.ndarray]) -> None:
 
 
 def benchmark(
-    case: Case, path: str, runs: int, warmup: int, threads: int, iterations: int, seed: int
+    case: Case, path: str, runs: int, warmup: int, threads: int, iterations: int, seed: int, jit: bool = False
 ) -> dict[str, Any]:
-    """Time one case in both interpreters; errors of numlite end up in the row."""
+    """Time one case in both interpreters (three with ``jit``); errors of numlite end up in the row."""
     from ai_edge_litert.interpreter import Interpreter as LiteRTInterpreter
 
     row: dict[str, Any] = {"case": case.name, "model": case.model, "path": path, "what": case.what}
@@ -256,15 +259,18 @@ def benchmark(
         row["numlite_error"] = f"{type(e).__name__}: {whole_models._one_line(e)}"
         mine = None
 
+    jitted = _jit_interpreter(row, path, inputs, warmup) if jit else None
+
     for _ in range(max(warmup, 1)):
         litert.invoke()
 
     litert_ms: list[float] = []
     numlite_ms: list[float] = []
+    jit_ms: list[float] = []
     for r in range(runs):
         # Alternate which goes first, so neither always runs on the other's warm caches.
-        order = [(litert_ms, litert), (numlite_ms, mine)] if r % 2 == 0 else [(numlite_ms, mine), (litert_ms, litert)]
-        for times, interpreter in order:
+        order = [(litert_ms, litert), (numlite_ms, mine), (jit_ms, jitted)]
+        for times, interpreter in order[r % 3 :] + order[: r % 3]:
             if interpreter is not None:
                 times.append(whole_models._timed(interpreter.invoke))
     row["litert_ms"] = statistics.median(litert_ms) if litert_ms else None
@@ -272,9 +278,18 @@ def benchmark(
     row["litert_runs_ms"], row["numlite_runs_ms"] = litert_ms, numlite_ms
     if row["litert_ms"] and row["numlite_ms"]:
         row["ratio"] = row["numlite_ms"] / row["litert_ms"]
+    if jitted is not None:
+        row["numlite_jit_ms"] = statistics.median(jit_ms) if jit_ms else None
+        row["numlite_jit_runs_ms"] = jit_ms
+        if row["litert_ms"] and row["numlite_jit_ms"]:
+            row["jit_ratio"] = row["numlite_jit_ms"] / row["litert_ms"]
+        expected = [litert.get_tensor(d["index"]) for d in litert.get_output_details()]
+        row["jit_max_abs_diff"] = whole_models._max_abs_diff(
+            [jitted.get_tensor(d["index"]) for d in jitted.get_output_details()], expected
+        )
     if row.get("iterations"):
-        for who in ("litert", "numlite"):
-            if row[f"{who}_ms"] is not None:
+        for who in ("litert", "numlite", "numlite_jit"):
+            if row.get(f"{who}_ms") is not None:
                 row[f"{who}_us_per_iteration"] = row[f"{who}_ms"] * 1e3 / row["iterations"]
 
     if mine is not None:
@@ -285,6 +300,26 @@ def benchmark(
         row["max_abs_diff"] = whole_models._max_abs_diff(actual, expected)
         row["litert_output_max_abs"] = max((float(np.max(np.abs(e))) for e in expected if e.size), default=0.0)
     return row
+
+
+def _jit_interpreter(row: dict[str, Any], path: str, inputs: Sequence[np.ndarray], warmup: int) -> Any:
+    """numlite with its compiled engine, allocated (compiling the model, or loading it from the
+    cache) and warmed up; None, with the reason in the row, when it does not run compiled."""
+    import time
+
+    jitted = numlite.Interpreter(model_path=path, jit=True)
+    started = time.perf_counter()
+    jitted.allocate_tensors()
+    row["numlite_jit_allocate_s"] = time.perf_counter() - started
+    report = jitted.jit_report()["subgraphs"].get(0, {})
+    row["numlite_jit_report"] = report
+    if not report.get("compiled"):
+        row["numlite_jit_error"] = report.get("reason", "not compiled")
+        return None
+    _feed(jitted, inputs)
+    for _ in range(max(warmup, 1)):
+        jitted.invoke()
+    return jitted
 
 
 def tensor_ranges(interpreter: Any, model: Any) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
@@ -384,6 +419,7 @@ def litert_memory(case: Case, path: str, iterations: int, seed: int) -> dict[str
 
 COLUMNS = [
     "case", "iterations", "numlite ms", "LiteRT ms", "numlite µs/iter", "LiteRT µs/iter", "numlite/LiteRT",
+    "numlite-jit ms", "numlite-jit µs/iter", "numlite-jit/LiteRT", "jit allocate s (cache)",
     "numlite shared arena", "numlite separate arenas (sum)", "LiteRT tensors (est.)", "LiteRT RSS growth (est.)",
     "CF bytes copied", "CF arrays allocated", "max abs diff", "max abs output", "note",
 ]  # fmt: skip
@@ -401,12 +437,24 @@ def _number(value: float | None, fmt: str) -> str:
     return format(value, fmt) if value is not None else "-"
 
 
+def _jit_allocate(r: dict[str, Any]) -> str:
+    if r.get("numlite_jit_allocate_s") is None:
+        return "-"
+    hit = (r.get("numlite_jit_report") or {}).get("cache_hit")
+    return f"{r['numlite_jit_allocate_s']:.2f} ({'warm' if hit else 'cold'})"
+
+
 def markdown(rows: list[dict[str, Any]]) -> str:
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "|".join(["---"] * len(COLUMNS)) + "|"]
     for r in rows:
         diff = r.get("max_abs_diff")
         counters = r.get("control_flow_counters") or {}
         note = r.get("error") or r.get("numlite_error") or ""
+        if r.get("numlite_jit_error"):
+            note = (note + "; " if note else "") + f"jit: {r['numlite_jit_error']}"
+        jit_diff = r.get("jit_max_abs_diff")
+        if isinstance(jit_diff, float) and isinstance(r.get("max_abs_diff"), float) and jit_diff > max(r["max_abs_diff"], 1e-5):
+            note = (note + "; " if note else "") + f"jit max abs diff {jit_diff:.3g}"
         if r.get("litert_memory_error"):
             note = (note + "; " if note else "") + f"LiteRT memory: {r['litert_memory_error']}"
         ran = r.get("numlite_ms") is not None or "numlite_arena_bytes" in r
@@ -418,6 +466,10 @@ def markdown(rows: list[dict[str, Any]]) -> str:
             _number(r.get("numlite_us_per_iteration"), ".2f"),
             _number(r.get("litert_us_per_iteration"), ".2f"),
             _number(r.get("ratio"), ".2f") + ("x" if r.get("ratio") is not None else ""),
+            _number(r.get("numlite_jit_ms"), ".3f"),
+            _number(r.get("numlite_jit_us_per_iteration"), ".3f"),
+            _number(r.get("jit_ratio"), ".3f") + ("x" if r.get("jit_ratio") is not None else ""),
+            _jit_allocate(r),
             _bytes(r.get("numlite_arena_bytes")) if ran else "-",
             _bytes(r.get("numlite_separate_arena_bytes")) if ran else "-",
             _bytes(r["litert_tensor_bytes"]) if "litert_tensor_bytes" in r else "-",
@@ -453,6 +505,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-memory", action="store_true", help="skip the LiteRT memory estimate (a subprocess per case)"
     )
+    parser.add_argument(
+        "--jit", action="store_true",
+        help="also time numlite's compiled engine (Numba; the compiled code is cached in NUMLITE_CACHE_DIR)",
+    )  # fmt: skip
     parser.add_argument("--litert-memory-child", metavar="CASE", help=argparse.SUPPRESS)
     parser.add_argument("--model-path", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -484,7 +540,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         whole_models._log(f"{name}: timing ({args.warmup} warm-up + {args.runs} alternating runs each)")
         try:
-            row = benchmark(case, path, args.runs, args.warmup, args.threads, args.iterations, args.seed)
+            row = benchmark(case, path, args.runs, args.warmup, args.threads, args.iterations, args.seed, args.jit)
         except Exception as e:  # LiteRT itself failed: still report the rest
             row = {
                 "case": name,

@@ -20,6 +20,8 @@ from numlite.interpreter.planner import SharedArena
 from numlite.interpreter.profiler import Profiler
 from numlite.interpreter.runtime import SubgraphRuntime
 from numlite.interpreter.threads import BlasThreads
+from numlite.jit import mode_from
+from numlite.jit.engine import JitManager
 from numlite.kernels import KERNELS, Kernel
 from numlite.kernels.custom import CustomOp, resolve_custom_ops
 from numlite.kernels.variables import VariableStore
@@ -54,6 +56,10 @@ class Interpreter(InterpreterDetails):
         as LiteRT's builtin kernels do. See :mod:`numlite.interpreter.denormals`.
       experimental_compress_quantization_zero_points: report per-channel zero points that are
         all equal as one in tensor details, as LiteRT does with this option.
+      jit: the compiled engine (Numba, see :mod:`numlite.jit`): False runs on NumPy; True
+        compiles at ``allocate_tensors()`` and runs compiled; ``"auto"`` runs on NumPy and
+        compiles hot models in the background. None (the default) reads ``NUMLITE_JIT``
+        (unset: False). Models or ops it does not cover run on NumPy (``jit_report()``).
       Other tf.lite keyword arguments (delegates, op resolver type...) are accepted and ignored.
       LiteRT's underscored debugging methods (``_get_ops_details``...) come from
       :class:`numlite.interpreter.details.InterpreterDetails`.
@@ -72,6 +78,7 @@ class Interpreter(InterpreterDetails):
         check_cancelled: Callable[[], bool] | None = None,
         profile: bool = False,
         flush_denormals: bool = True,
+        jit: bool | str | None = None,
         **_ignored: Any,
     ) -> None:
         if (model_path is None) == (model_content is None):
@@ -103,6 +110,8 @@ class Interpreter(InterpreterDetails):
         self._threads = BlasThreads(num_threads) if limit_threads else contextlib.nullcontext()
         self._cancel_requested = False
         self.watching = check_cancelled is not None  # the invoke loop calls before_op/after_op
+        jit_mode = mode_from(jit)
+        self._jit = JitManager(self, jit_mode) if jit_mode else None
 
     # -- model-wide checks and subgraph access ---------------------------------------------------
 
@@ -156,6 +165,8 @@ class Interpreter(InterpreterDetails):
             callee = self._subgraphs[index]
             callee.use_arena(region)
             callee.bind()
+        if self._jit is not None:
+            self._jit.allocated(sg)
 
     def invoke(self) -> None:
         """Run the main subgraph on the inputs set with ``set_tensor``.
@@ -169,12 +180,20 @@ class Interpreter(InterpreterDetails):
         self.control_flow_counters = {"bytes_copied": 0, "arrays_allocated": 0}
         self._cancel_requested = False  # a cancel() before this invoke does not stop it
         self._update_watching()
+        compiled = self._jit.ready(sg) if self._jit is not None and not self.watching else None
+        if compiled is not None:
+            with self._float_mode:  # flush-to-zero applies to compiled code too; errstate and BLAS do not
+                compiled.run()
+            return
         # Floating-point exceptions are results here, not errors: exp overflowing to inf, 0/0
         # giving NaN, as in LiteRT. Ignored once for the whole invoke, so that small kernels
         # need no errstate of their own (about 0.7 us each, a loop body's LOGISTIC's cost).
         with self._float_mode, self._threads, np.errstate(all="ignore"):
             if self.profiler is None:
-                sg.invoke()
+                if self._jit is not None and not self.watching:
+                    self._jit.invoke(sg, sg.invoke)  # compiled when ready, else NumPy
+                else:
+                    sg.invoke()
                 return
             self.profiler.begin_invoke(sg)
             try:
@@ -190,6 +209,14 @@ class Interpreter(InterpreterDetails):
         invoke raises ``CancelledError``; the next invoke runs normally."""
         self._cancel_requested = True
         self.watching = True
+        if self._jit is not None:
+            self._jit.cancel()  # the flag compiled loops poll
+
+    def jit_report(self) -> dict[str, Any]:
+        """What the compiled engine runs and why the rest runs on NumPy (see :mod:`numlite.jit`)."""
+        if self._jit is None:
+            return {"mode": False, "subgraphs": {}}
+        return self._jit.report()
 
     def _update_watching(self) -> None:
         self.watching = self._cancel_requested or self.check_cancelled is not None or self.profiler is not None

@@ -1,0 +1,418 @@
+"""The generator: a prepared subgraph (and the subgraphs its IF and WHILE nodes call) becomes
+the source of a Python module holding one ``@njit`` function, ``main(A, ctl)``.
+
+Memory is one flat array per dtype (the *arenas*, passed as one tuple ``A``); every tensor is
+a slice of its dtype's arena at an offset fixed here, so the generated code names each tensor
+as a local view, ``s0_16_32 = a0[16:48]``, and every node is a line or a loop over those views
+with static shapes written as literals::
+
+    @njit(cache=True, nogil=True)
+    def main(A, ctl):
+        a0 = A[0]
+        s0_0_1 = a0[0:1]
+        ...
+        # subgraph 0, node 0: WHILE
+        while True:
+            if ctl[0] != 0: return cancelled(ctl, 0, 0, 1)
+            # subgraph 1, node 0: LESS
+            s2_0_1[0] = s1_1_1[0] < s1_3_1[0]
+            ...
+
+The subgraphs an IF or WHILE calls are generated in place (inlined at each call site, bound
+to that site's buffers), so a model is one function: Numba compiles it as one unit, which is
+what costs time (a function per kernel or per subgraph cost a separate compile each).
+
+Constants (model weights, folded tensors, index maps the emitters compute) are copied into
+the arenas once, when the engine is built; they are not in the source, so the source (and the
+compiled code, cached by Numba) depends only on the model's structure and shapes. ``main``
+returns 0, or 1 after a kernel recorded an error in the control array ``ctl`` (see
+:mod:`numlite.jit.kernels.common`) together with the index of its call-site chain in
+:attr:`Generator.traces`. Tensors are not reused across a run (no arena sharing yet: each
+gets its own slice).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
+
+import numpy as np
+
+from numlite.jit.kernels import EMITTERS, NotCompiled
+
+if TYPE_CHECKING:
+    from numlite.interpreter.runtime import SubgraphRuntime
+
+MAX_DEPTH = 32  # nested IF/WHILE call sites (recursion is refused)
+ARENA_DTYPES = tuple(np.dtype(t) for t in (np.bool_, np.int8, np.uint8, np.int16, np.int32, np.int64, np.float32, np.float64))
+# Ops that only move elements: compiled on quantized tensors when the output keeps the input's
+# scale and zero point (as LiteRT requires of them). Every other op with a quantized operand
+# (affine integer arithmetic, CONCATENATION's requantization) stays on NumPy in this milestone.
+MOVES_ELEMENTS = {"RESHAPE", "SQUEEZE", "EXPAND_DIMS", "TRANSPOSE", "SLICE", "STRIDED_SLICE", "GATHER"}
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A tensor's place: ``size`` elements at ``offset`` in arena ``arena``."""
+
+    arena: int
+    offset: int
+    size: int
+
+    @property
+    def name(self) -> str:
+        return f"s{self.arena}_{self.offset}_{self.size}"
+
+
+@dataclass
+class Operand:
+    """What an emitter sees of a node's input or output."""
+
+    name: str  # the local variable holding the flat view
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    value: np.ndarray | None  # the value when known at generation (constants, folded)
+    slot: Slot
+
+    @property
+    def size(self) -> int:
+        return self.slot.size
+
+
+@dataclass
+class JitNode:
+    """One operator as its emitter sees it."""
+
+    op_name: str
+    subgraph: int
+    index: int
+    options: Any
+    ins: list[Operand | None]
+    outs: list[Operand]
+
+
+class Arenas:
+    """The per-dtype arenas of one compiled model: their sizes and constant contents."""
+
+    def __init__(self) -> None:
+        self.dtypes: list[np.dtype] = []
+        self.sizes: list[int] = []
+        self.constants: list[tuple[Slot, np.ndarray]] = []
+        self._known: dict[int, tuple[np.ndarray, Slot]] = {}  # id -> (array kept alive, slot)
+
+    def alloc(self, dtype: Any, size: int) -> Slot:
+        dtype = np.dtype(dtype)
+        if dtype not in self.dtypes:
+            if dtype not in ARENA_DTYPES:
+                raise NotCompiled(f"tensors of {dtype.name} are not compiled")
+            self.dtypes.append(dtype)
+            self.sizes.append(0)
+        a = self.dtypes.index(dtype)
+        slot = Slot(a, self.sizes[a], int(size))
+        self.sizes[a] += int(size)
+        return slot
+
+    def const(self, value: np.ndarray, dtype: Any = None) -> Slot:
+        """A slot holding ``value`` (the same slot for the same array object)."""
+        found = self._known.get(id(value))
+        if found is not None:
+            return found[1]
+        array = np.asarray(value, dtype)
+        slot = self.alloc(array.dtype, array.size)
+        self.constants.append((slot, array))
+        self._known[id(value)] = (value, slot)
+        return slot
+
+    def build(self) -> tuple[np.ndarray, ...]:
+        arrays = tuple(np.zeros(max(n, 1), d) for d, n in zip(self.dtypes, self.sizes))
+        for slot, value in self.constants:
+            arrays[slot.arena][slot.offset : slot.offset + slot.size] = value.reshape(-1)
+        return arrays
+
+    def view(self, arrays: Sequence[np.ndarray], slot: Slot, shape: tuple[int, ...]) -> np.ndarray:
+        return arrays[slot.arena][slot.offset : slot.offset + slot.size].reshape(shape)
+
+
+class Generator:
+    """Generates the module of one root subgraph and everything it calls."""
+
+    def __init__(self, interpreter: Any, root: int) -> None:
+        self.interpreter = interpreter
+        self.root = root
+        self.arenas = Arenas()
+        self.lines: list[str] = []
+        self.slots: set[Slot] = set()
+        self.imports: dict[int, tuple[str, str, str]] = {}  # id(kernel) -> (module, expression, alias)
+        self.stack: list[int] = []
+        self.traces: list[tuple[tuple[int, int], ...]] = []  # call-site chains, outermost first
+        self.generations: dict[int, int] = {}  # subgraph -> generation when generated
+        self.inputs: list[tuple[int, Slot, tuple[int, ...]]] = []  # root inputs: tensor, slot, shape
+        self.outputs: list[tuple[int, Slot, tuple[int, ...]]] = []
+        self.ops = 0
+
+    def generate(self) -> str:
+        """The module's source; raises NotCompiled naming what is not covered."""
+        from numlite.jit.kernels.common import HELPERS
+
+        runtime = self.interpreter.subgraph(self.root)
+        g = runtime.graph
+        for tensors, where in ((g.inputs, self.inputs), (g.outputs, self.outputs)):
+            for t in tensors:
+                shape = runtime.shapes[t]
+                if shape is None or runtime.dynamic[t]:
+                    raise NotCompiled(f"subgraph {self.root}: tensor {t} has a shape known only at run time")
+                try:
+                    where.append((t, self.arenas.alloc(runtime.dtypes[t], _size(shape)), tuple(shape)))
+                except NotCompiled as e:
+                    raise NotCompiled(f"subgraph {self.root}, tensor {t}: {e}") from None
+        self.subgraph(self.root, [s for _, s, _ in self.inputs], [s for _, s, _ in self.outputs], (), 1)
+        arenas = sorted({s.arena for s in self.slots})
+        body = ["@njit(cache=True, nogil=True)", "def main(A, ctl):"]
+        body += [f"    a{a} = A[{a}]" for a in arenas]
+        body += [f"    {s.name} = a{s.arena}[{s.offset}:{s.offset + s.size}]" for s in sorted(self.slots, key=lambda s: (s.arena, s.offset, s.size))]
+        body += self.lines + ["    return 0"]
+        modules = sorted({m for m, _, _ in self.imports.values()})
+        header = [
+            f"# Generated by numlite.jit from subgraph {self.root} of a model: {self.ops} operators,",
+            "# arenas " + ", ".join(f"{d.name}[{n}]" for d, n in zip(self.arenas.dtypes, self.arenas.sizes)) + ".",
+            "# Content-addressed cache file: do not edit.",
+            "import math",
+            "",
+            "import numpy as np",
+            "from numba import njit",
+            "",
+            f"from numlite.jit.kernels.common import {', '.join(HELPERS)}",
+            *[f"import {m}" for m in modules],
+            *[f"{alias} = {m}.{path}" for m, path, alias in self.imports.values()],
+            "",
+        ]
+        return "\n".join(header + body) + "\n"
+
+    def kernel(self, fn: Any) -> str:
+        """The module-level alias of a kernel of :mod:`numlite.jit.kernels` (imported once)."""
+        if id(fn) not in self.imports:
+            module, expression = _locate(fn)
+            self.imports[id(fn)] = (module, expression, f"k{len(self.imports)}")
+        return self.imports[id(fn)][2]
+
+    def trace(self, chain: tuple[tuple[int, int], ...]) -> int:
+        if chain not in self.traces:
+            self.traces.append(chain)
+        return self.traces.index(chain)
+
+    def subgraph(
+        self, index: int, in_slots: Sequence[Slot], out_slots: Sequence[Slot], chain: tuple[tuple[int, int], ...],
+        depth: int, pass_through: bool = False,
+    ) -> set[int]:
+        """Write subgraph ``index``'s code at this place, reading its inputs from ``in_slots``
+        and writing its outputs to ``out_slots``. With ``pass_through``, an output that is the
+        input at its position is left in the input's slot (not copied); returns those positions."""
+        if index in self.stack or len(self.stack) >= MAX_DEPTH:
+            raise NotCompiled(f"subgraph {index} is called recursively or too deep")
+        runtime = self.interpreter.subgraph(index)
+        if not runtime.allocated:
+            raise NotCompiled(f"subgraph {index} is not prepared")
+        if any(t.is_variable for t in runtime.graph.tensors):
+            raise NotCompiled(f"subgraph {index} has variable tensors (state kept across invokes)")
+        if self.generations.setdefault(index, runtime.generation) != runtime.generation:
+            raise NotCompiled(f"subgraph {index} changed while it was generated")
+        self.stack.append(index)
+        try:
+            fg = FunctionGen(self, runtime, list(in_slots), list(out_slots), chain, depth)
+            return fg.emit_all(pass_through)
+        finally:
+            self.stack.pop()
+
+
+class FunctionGen:
+    """The code of one subgraph at one call site; what emitters write into (``g``)."""
+
+    def __init__(
+        self, gen: Generator, runtime: "SubgraphRuntime", in_slots: list[Slot], out_slots: list[Slot],
+        chain: tuple[tuple[int, int], ...], depth: int,
+    ) -> None:
+        self.gen = gen
+        self.runtime = runtime
+        self.in_slots, self.out_slots = in_slots, out_slots
+        self.chain = chain  # the IF and WHILE nodes this code sits in
+        self.home: dict[int, Slot] = {}  # where each tensor's value is, once written
+        self.depth = depth
+        self.where = (runtime.index, -1)
+
+    # -- the API of emitters ---------------------------------------------------------------------
+
+    def line(self, text: str) -> None:
+        self.gen.lines.append("    " * self.depth + text)
+
+    @contextlib.contextmanager
+    def indented(self) -> Iterator[None]:
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
+
+    def kernel(self, fn: Any) -> str:
+        return self.gen.kernel(fn)
+
+    def const(self, value: np.ndarray) -> str:
+        """The local name of a constant's view (an index map, a table)."""
+        slot = self.gen.arenas.const(value)
+        self.gen.slots.add(slot)
+        return slot.name
+
+    def temp(self, shape: tuple[int, ...], dtype: Any) -> Operand:
+        """A buffer of this call site (a WHILE's scratch state, its condition)."""
+        slot = self.gen.arenas.alloc(dtype, _size(shape))
+        self.gen.slots.add(slot)
+        return Operand(slot.name, tuple(shape), np.dtype(dtype), None, slot)
+
+    def _site(self) -> str:
+        sub, node = self.where
+        return f"ctl, {sub}, {node}, {self.gen.trace(self.chain)}"
+
+    def check(self, call: str) -> None:
+        """A kernel call that returns 1 after recording an error: stop there, naming this node."""
+        self.line(f"if {call}: return fail({self._site()})")
+
+    def poll(self) -> None:
+        """Stop when the cancel flag is set (once per loop iteration)."""
+        self.line(f"if ctl[0] != 0: return cancelled({self._site()})")
+
+    def inline(self, index: int, ins: Sequence[Operand], outs: Sequence[Operand], pass_through: bool = False) -> set[int]:
+        """Write subgraph ``index``'s code here, bound to these operands' buffers (see
+        :meth:`Generator.subgraph`)."""
+        callee = self.gen.interpreter.subgraph(index)
+        g = callee.graph
+        if len(g.inputs) != len(ins) or len(g.outputs) != len(outs):
+            raise NotCompiled(f"subgraph {index} takes {len(g.inputs)} inputs and gives {len(g.outputs)} outputs")
+        for t, op in [*zip(g.inputs, ins), *zip(g.outputs, outs)]:
+            if callee.dynamic[t] or callee.shapes[t] is None or _size(callee.shapes[t]) != op.size or callee.dtypes[t] != op.dtype:
+                raise NotCompiled(f"subgraph {index} is prepared for other shapes than this call site's")
+        chain = self.chain + (self.where,)
+        return self.gen.subgraph(index, [o.slot for o in ins], [o.slot for o in outs], chain, self.depth, pass_through)
+
+    # -- generation ------------------------------------------------------------------------------
+
+    def emit_all(self, pass_through: bool) -> set[int]:
+        rt, g = self.runtime, self.runtime.graph
+        for t, slot in zip(g.inputs, self.in_slots):
+            self.home.setdefault(t, slot)
+            self.gen.slots.add(slot)
+        claimed: dict[int, Slot] = {}  # outputs a node computes go straight into their slot
+        for t, slot in zip(g.outputs, self.out_slots):
+            self.gen.slots.add(slot)
+            if t >= 0 and t not in self.home and not rt.known[t]:
+                claimed.setdefault(t, slot)
+        for step in rt.steps:
+            where = f"subgraph {rt.index}, node {step.index} ({step.op_name})"
+            if step.dynamic:
+                raise NotCompiled(f"{where}: its shapes are computed at run time")
+            emitter = EMITTERS.get(step.op_name)
+            if emitter is None:
+                raise NotCompiled(f"{where}: no compiled kernel for {step.op_name}")
+            _check_quantization(rt, step, where)
+            try:
+                ins = [self._read(t, where) if t >= 0 else None for t in step.inputs]
+                outs = self._outputs(step, claimed, where)
+            except NotCompiled as e:
+                raise NotCompiled(str(e) if str(e).startswith("subgraph ") else f"{where}: {e}") from None
+            self.where = (rt.index, step.index)
+            self.line(f"# {where}")
+            try:
+                emitter(JitNode(step.op_name, rt.index, step.index, step.kernel.options, ins, outs), self)
+            except NotCompiled as e:
+                raise NotCompiled(str(e) if str(e).startswith("subgraph ") else f"{where}: {e}") from None
+            except Exception as e:  # an emitter's bug or a form it did not expect: stay on NumPy
+                raise NotCompiled(f"{where}: {type(e).__name__}: {e}") from e
+            self.gen.ops += 1
+        passed = set()
+        for k, (t, slot) in enumerate(zip(g.outputs, self.out_slots)):  # pass-through, constant, repeated outputs
+            if pass_through and k < len(g.inputs) and g.inputs[k] == t:
+                passed.add(k)
+                continue
+            source = self._read(t, f"subgraph {rt.index}, output tensor {t}")
+            if source.slot != slot:
+                from numlite.jit.kernels.common import copy
+
+                copy(self, Operand(slot.name, source.shape, source.dtype, None, slot), source)
+        return passed
+
+    def _outputs(self, step: Any, claimed: dict[int, Slot], where: str) -> list[Operand]:
+        """The node's outputs, each in its graph output's slot or a new one."""
+        rt, outs = self.runtime, []
+        for t in step.outputs:
+            if t < 0:
+                raise NotCompiled(f"{where}: an omitted output is not compiled")
+            slot = claimed.get(t) or self.gen.arenas.alloc(rt.dtypes[t], _size(rt.shapes[t]))
+            self.home[t] = slot
+            self.gen.slots.add(slot)
+            outs.append(Operand(slot.name, tuple(rt.shapes[t]), rt.dtypes[t], None, slot))
+        return outs
+
+    def _read(self, t: int, where: str) -> Operand:
+        rt = self.runtime
+        slot = self.home.get(t)
+        value = None
+        if slot is None:
+            if not rt.known[t] or rt.arrays[t] is None:
+                raise NotCompiled(f"{where}: tensor {t} is read before it is computed")
+            value = rt.arrays[t]
+            if value.dtype.kind not in "biuf":
+                raise NotCompiled(f"{where}: constant tensor {t} of {value.dtype.name} is not compiled")
+            slot = self.gen.arenas.const(value)
+        self.gen.slots.add(slot)
+        shape = rt.shapes[t] if rt.shapes[t] is not None else np.shape(value)
+        return Operand(slot.name, tuple(shape), rt.dtypes[t], value, slot)
+
+
+def _check_quantization(rt: "SubgraphRuntime", step: Any, where: str) -> None:
+    """Refuse a node with quantized operands, unless it only moves elements of one scale."""
+    def params(t: int) -> tuple | None:
+        q = rt.graph.tensors[t].quantization if t >= 0 else None
+        if q is None or q.scale is None or not len(q.scale):
+            return None
+        zero = q.zero_point if q.zero_point is not None else ()
+        return tuple(np.asarray(q.scale, np.float64).tolist()), tuple(np.asarray(zero, np.int64).tolist())
+
+    quantized = [t for t in (*step.inputs, *step.outputs) if params(t) is not None]
+    if not quantized:
+        return
+    data, out = step.inputs[0], step.outputs[0]
+    if step.op_name in MOVES_ELEMENTS and params(data) is not None and params(data) == params(out):
+        return
+    raise NotCompiled(f"{where}: quantized operands are not compiled in this milestone")
+
+
+def _size(shape: Sequence[int]) -> int:
+    return int(np.prod(shape, dtype=np.int64))
+
+
+_LOCATIONS: dict[int, tuple[str, str]] = {}
+
+
+def _locate(fn: Any) -> tuple[str, str]:
+    """The module of :mod:`numlite.jit.kernels` holding ``fn`` and the expression that reaches
+    it there (``take``, or ``KERNELS['ADD'][0]['same']`` for kernels kept in tables)."""
+    if id(fn) not in _LOCATIONS:
+        for module_name, module in list(sys.modules.items()):
+            if module_name.startswith("numlite.jit.kernels") and module is not None:
+                for attribute, value in vars(module).items():
+                    _index_kernels(module_name, attribute, value, 3)
+    if id(fn) not in _LOCATIONS:
+        raise NotCompiled(f"kernel {fn!r} is not reachable from a module of numlite.jit.kernels")
+    return _LOCATIONS[id(fn)]
+
+
+def _index_kernels(module: str, path: str, value: Any, depth: int) -> None:
+    if hasattr(value, "py_func"):  # a Numba dispatcher
+        _LOCATIONS.setdefault(id(value), (module, path))
+    elif depth and isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, (str, int)):
+                _index_kernels(module, f"{path}[{key!r}]", item, depth - 1)
+    elif depth and isinstance(value, tuple):
+        for k, item in enumerate(value):
+            _index_kernels(module, f"{path}[{k}]", item, depth - 1)

@@ -1,0 +1,328 @@
+"""The compiled engine of one interpreter: when to compile, running compiled, errors.
+
+:class:`CompiledModel` is one root subgraph compiled: the generated module (see
+:mod:`numlite.jit.codegen`), its arenas with the constants copied in, and ``run()``, which
+copies the root's inputs from the interpreter's arrays into the arenas, calls the compiled
+``main`` (which releases the GIL), turns an error code into the numlite error the NumPy
+engine raises (naming the node, through every IF and WHILE it sits in) and copies the outputs
+back into the interpreter's arrays, so ``get_tensor`` and ``tensor()`` read them as usual.
+
+:class:`JitManager` decides when (the interpreter's ``jit`` argument):
+
+* ``True``: compile at ``allocate_tensors()`` (and again after a resize), then run compiled;
+* ``"auto"``: run on NumPy at once; once a root subgraph has spent ``AUTO_HOT_SECONDS`` in
+  NumPy invokes, generate its module there and compile it in a background thread; invokes
+  switch to it when it is ready. A model compiled before (by any process: the cache's index
+  names the module for the model's hash and input shapes) is loaded in the background right
+  at ``allocate_tensors()``, which takes milliseconds once Numba is imported;
+* a model the engine does not cover (an op without compiled kernel, dynamic shapes,
+  variables) stays on NumPy; :meth:`JitManager.report` (``Interpreter.jit_report()``) and
+  the ``numlite.jit`` logger say why, naming the node.
+
+Watched invokes (profiling, ``check_cancelled``) always run on NumPy; ``cancel()`` sets the
+flag compiled loops poll, so it stops a compiled invoke too.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+
+from numlite.errors import CancelledError, InvokeError
+from numlite.jit import status
+from numlite.kernels.base import copy_into
+
+if TYPE_CHECKING:
+    from numlite.interpreter.runtime import SubgraphRuntime
+
+log = logging.getLogger("numlite.jit")
+
+AUTO_HOT_SECONDS = 0.5  # NumPy invoke time after which "auto" compiles a root subgraph
+AUTO_MIN_INVOKES = 3  # ...and at least this many invokes (one slow first invoke is not "hot")
+
+
+class CompiledModel:
+    """One root subgraph (and its callees) compiled; see the module docstring."""
+
+    def __init__(self, interpreter: Any, root: int) -> None:
+        from numlite.jit.codegen import Generator
+
+        started = time.perf_counter()
+        self.interpreter = interpreter
+        self.root = root
+        gen = Generator(interpreter, root)
+        self._take(gen, gen.generate())  # NotCompiled when the model is not covered
+        self.generate_seconds = time.perf_counter() - started
+        self.compile_seconds: float | None = None
+        self.cache_hit = False
+        self.path = None
+        self.fn: Callable[..., int] | None = None
+
+    def _take(self, gen: Any, source: str) -> None:
+        self.source = source
+        self.generations = dict(gen.generations)
+        self.operators = gen.ops
+        self.arenas = gen.arenas
+        self.inputs = gen.inputs
+        self.outputs = gen.outputs
+        self.traces = list(gen.traces)
+        subgraph = self.interpreter.subgraph
+        self._watched = [(subgraph(i), g) for i, g in self.generations.items()]
+
+    def refresh(self) -> bool:
+        """After the runtimes were prepared again (``allocate_tensors`` rebinds them even when
+        nothing changed): keep the compiled function when the generated source is the same,
+        with arenas built anew from the runtimes' current constants. False when it differs."""
+        from numlite.jit.codegen import Generator
+        from numlite.jit.kernels import NotCompiled
+
+        gen = Generator(self.interpreter, self.root)
+        try:
+            source = gen.generate()
+        except NotCompiled:
+            return False
+        if source != self.source:
+            return False
+        self._take(gen, source)
+        self._bind()
+        return True
+
+    def compile(self) -> None:
+        """Write and load the module, build the arenas, and compile (or load from Numba's
+        cache) ``main`` for their types."""
+        import numba
+
+        from numlite.jit import cache
+        from numlite.jit.kernels.common import CTL_SIZE
+
+        started = time.perf_counter()
+        self.path = cache.write_module(self.source)
+        module = cache.load_module(self.path)
+        self.ctl = np.zeros(CTL_SIZE, np.int64)
+        self._bind()
+        fn = module.main
+        fn.compile((numba.typeof(self.A), numba.typeof(self.ctl)))
+        self.cache_hit = bool(fn.stats.cache_hits) and not fn.stats.cache_misses
+        self.compile_seconds = time.perf_counter() - started
+        self.fn = fn
+
+    def _bind(self) -> None:
+        """The arenas (constants copied in) and the views the inputs and outputs go through."""
+        self.A = self.arenas.build()
+        runtime = self.interpreter.subgraph(self.root)
+        self.in_views = [(t, self.arenas.view(self.A, slot, shape)) for t, slot, shape in self.inputs]
+        self.out_views = [
+            (t, self.arenas.view(self.A, slot, shape)) for t, slot, shape in self.outputs
+            if not runtime.known[t] and t not in runtime.graph.inputs
+        ]  # fmt: skip
+
+    def current(self) -> bool:
+        """Whether every subgraph it was generated from is still prepared as it was."""
+        for runtime, generation in self._watched:
+            if not runtime.allocated or runtime.generation != generation:
+                return False
+        return True
+
+    def cancel(self) -> None:
+        ctl = getattr(self, "ctl", None)
+        if ctl is not None:
+            ctl[0] = 1
+
+    def run(self) -> None:
+        arrays = self.interpreter.subgraph(self.root).arrays
+        for t, view in self.in_views:
+            copy_into(view, arrays[t])
+        ctl = self.ctl
+        ctl[0] = 0  # a cancel() before this invoke does not stop it (as on NumPy)
+        ctl[1] = 0
+        if self.fn(self.A, ctl):
+            raise self._error()
+        for t, view in self.out_views:
+            copy_into(arrays[t], view)
+
+    def _error(self) -> Exception:
+        from numlite.jit.kernels.common import CANCELLED, CODES
+
+        ctl = self.ctl
+        code, sub, node = int(ctl[1]), int(ctl[2]), int(ctl[3])
+        runtime = self.interpreter.subgraph(sub)
+        step = runtime.plan[node]
+        if code == CANCELLED:
+            return CancelledError(f"invoke cancelled before {runtime.where(step)}")
+        message = CODES.get(code, "compiled kernel error {code}").format(a=int(ctl[4]), b=int(ctl[5]), code=code)
+        error: Exception = runtime._invoke_error(step, InvokeError(message))
+        for caller_index, node_index in reversed(self.traces[int(ctl[6])]):  # the IF and WHILE nodes it sits in
+            caller = self.interpreter.subgraph(caller_index)
+            error = caller._invoke_error(caller.plan[node_index], error)
+        return error
+
+
+class JitManager:
+    """The compiled engine of one interpreter, by root subgraph; see the module docstring."""
+
+    def __init__(self, interpreter: Any, mode: bool | str) -> None:
+        self.interpreter = interpreter
+        self.mode = mode
+        self.engines: dict[int, CompiledModel] = {}  # ready to run
+        self.reasons: dict[int, str] = {}  # why a root runs on NumPy
+        self.numpy_seconds: dict[int, float] = {}
+        self.numpy_invokes: dict[int, int] = {}
+        self.pending: dict[int, threading.Thread] = {}
+        self.last: dict[int, CompiledModel] = {}  # the last one built, for the report
+        self.input_shapes: dict[int, tuple] = {}  # the root's input shapes at the last allocate
+        self._model_hash: str | None = None
+
+    # -- building ---------------------------------------------------------------------------------
+
+    def allocated(self, sg: "SubgraphRuntime") -> None:
+        """After ``allocate_tensors``: ``True`` compiles now."""
+        engine = self.engines.get(sg.index)
+        if engine is not None and (engine.current() or engine.refresh()):
+            return
+        self.engines.pop(sg.index, None)
+        shapes = tuple(sg.shapes[i] for i in sg.graph.inputs)
+        if self.input_shapes.get(sg.index) != shapes:  # new shapes: maybe compilable now, not hot yet
+            self.input_shapes[sg.index] = shapes
+            self.reasons.pop(sg.index, None)
+            self.numpy_seconds.pop(sg.index, None)
+            self.numpy_invokes.pop(sg.index, None)
+        if self.mode is True:
+            built = self._generate(sg.index)
+            if built is not None:
+                self._compile(built)
+        elif sg.index not in self.pending and self._cached_before(sg.index):
+            self._start_background(sg.index, generate_there=True)  # compiled before: load it now
+
+    def _index_key(self, root: int) -> str | None:
+        """The cache index key of this model, root and input shapes (None without Numba)."""
+        from importlib.util import find_spec
+
+        from numlite.jit import cache
+
+        if find_spec("numba") is None:
+            return None
+        if self._model_hash is None:
+            self._model_hash = cache.model_key(self.interpreter.model)
+        sg = self.interpreter.subgraph(root)
+        return cache.index_key(self._model_hash, root, tuple(sg.shapes[i] for i in sg.graph.inputs))
+
+    def _cached_before(self, root: int) -> bool:
+        from numlite.jit import cache
+
+        key = self._index_key(root)
+        return key is not None and cache.recall(key) is not None
+
+    def _generate(self, root: int) -> CompiledModel | None:
+        from numlite import jit
+
+        if not jit.available():
+            self.reasons[root] = status()
+            return None
+        from numlite.jit.kernels import NotCompiled
+
+        try:
+            built = CompiledModel(self.interpreter, root)
+        except NotCompiled as e:
+            self.reasons[root] = f"runs on NumPy: {e}"
+            log.info("numlite.jit: subgraph %d %s", root, self.reasons[root])
+            return None
+        self.last[root] = built
+        return built
+
+    def _compile(self, built: CompiledModel) -> None:
+        try:
+            built.compile()
+        except Exception as e:  # a kernel that does not type: a bug of numlite.jit, not the model's
+            self.reasons[built.root] = f"runs on NumPy: compiling failed ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
+            log.warning("numlite.jit: subgraph %d %s", built.root, self.reasons[built.root])
+            return
+        self.reasons.pop(built.root, None)
+        self.engines[built.root] = built  # invoke checks, in the interpreter's thread, that it is current
+        key = self._index_key(built.root)
+        if key is not None and built.path is not None:
+            from numlite.jit import cache
+
+            cache.remember(key, built.path)
+
+    # -- invoking ---------------------------------------------------------------------------------
+
+    def ready(self, sg: "SubgraphRuntime") -> CompiledModel | None:
+        """The compiled model of ``sg`` when there is one and it is current (else None: the
+        invoke runs on NumPy, through :meth:`invoke`)."""
+        engine = self.engines.get(sg.index)
+        if engine is None:
+            return None
+        if engine.current() or engine.refresh():
+            return engine
+        del self.engines[sg.index]  # prepared for other shapes: rebuilt at allocate (True) or when hot
+        return None
+
+    def invoke(self, sg: "SubgraphRuntime", numpy_invoke: Callable[[], None]) -> None:
+        """Run ``sg`` compiled when it is :meth:`ready`, else on NumPy (counting the time
+        ``"auto"`` uses to find hot models)."""
+        engine = self.ready(sg)
+        if engine is not None:
+            engine.run()
+            return
+        if self.mode != "auto" or sg.index in self.pending or sg.index in self.reasons:
+            numpy_invoke()
+            return
+        started = time.perf_counter()
+        numpy_invoke()
+        self.numpy_seconds[sg.index] = self.numpy_seconds.get(sg.index, 0.0) + time.perf_counter() - started
+        self.numpy_invokes[sg.index] = self.numpy_invokes.get(sg.index, 0) + 1
+        if self.numpy_seconds[sg.index] >= AUTO_HOT_SECONDS and self.numpy_invokes[sg.index] >= AUTO_MIN_INVOKES:
+            self._start_background(sg.index)
+
+    def _start_background(self, root: int, generate_there: bool = False) -> None:
+        """Compile ``root`` in a thread. The source is generated here (it reads the runtimes'
+        state), or there when ``generate_there`` (a model found in the cache index: importing
+        Numba then costs the caller nothing; invoke checks the result is still current)."""
+        built = None if generate_there else self._generate(root)
+        if built is None and not generate_there:
+            return
+
+        def work() -> None:
+            try:
+                made = built if built is not None else self._generate(root)
+                if made is not None:
+                    self._compile(made)
+            finally:
+                self.pending.pop(root, None)
+
+        thread = threading.Thread(target=work, name=f"numlite-jit-{root}", daemon=True)
+        self.pending[root] = thread
+        thread.start()
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Wait for background compiles (tests, benchmarks)."""
+        for thread in list(self.pending.values()):
+            thread.join(timeout)
+
+    def cancel(self) -> None:
+        for engine in list(self.engines.values()):
+            engine.cancel()
+
+    # -- reporting --------------------------------------------------------------------------------
+
+    def report(self) -> dict[str, Any]:
+        """What runs compiled and what does not, and why."""
+        roots: dict[int, dict[str, Any]] = {}
+        for root in sorted(set(self.last) | set(self.reasons) | set(self.engines) | set(self.pending)):
+            built = self.engines.get(root) or self.last.get(root)
+            entry: dict[str, Any] = {"compiled": root in self.engines}
+            if root in self.pending:
+                entry["state"] = "compiling in the background"
+            if root in self.reasons:
+                entry["reason"] = self.reasons[root]
+            if built is not None:
+                entry.update(
+                    operators=built.operators, subgraphs=sorted(built.generations), module=str(built.path) if built.path else None,
+                    generate_seconds=built.generate_seconds, compile_seconds=built.compile_seconds, cache_hit=built.cache_hit,
+                )  # fmt: skip
+            roots[root] = entry
+        return {"mode": self.mode, "numba": status(), "subgraphs": roots}

@@ -1,0 +1,184 @@
+"""What the compiled families share: element-wise loops written into the generated source,
+index maps, and the few ``@kernel`` functions (gathers, products, sums) that are not one
+expression per element.
+
+Element-wise ops are not functions at all: an emitter gives an expression per output element
+(``lambda i: f"{a.name}[{i}] + {b.name}[{i}]"``) and :func:`each` writes the loop into the
+generated function (no loop for a single element: a loop's counter and state are then plain
+loads and stores). Numba then compiles one function per model, the cost that dominates
+(about 0.1 s per distinct kernel function otherwise, on an idle core).
+
+The control array ``ctl`` (int64) of a compiled model:
+
+====  ===========================================================================
+0     cancel flag: the interpreter's ``cancel()`` sets it; compiled loops poll it
+1     error code (:data:`CODES`), 0 when none
+2, 3  subgraph and node of the failing node
+4, 5  the values the message quotes (the bad index, its bound)
+6     the failing node's call-site chain (an index into the generator's ``traces``:
+      the IF and WHILE nodes it sits in)
+====  ===========================================================================
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+from numba import njit
+
+
+def kernel(fn):
+    """A compiled kernel: ``njit`` with ``inline="always"``, so Numba inlines it into the
+    generated function (no call per node, no separate LLVM module per kernel)."""
+    return njit(inline="always")(fn)
+
+
+CTL_SIZE = 8
+GATHER_INDEX = 1
+CANCELLED = 2
+# The messages the Python side raises for each code, as the NumPy kernels word them.
+CODES = {GATHER_INDEX: "gather index {a} is out of range [0, {b})"}
+
+
+@kernel
+def fail(ctl, sub, node, trace):
+    """Record where a kernel failed (it set the code and values already); returns 1."""
+    ctl[2] = sub
+    ctl[3] = node
+    ctl[6] = trace
+    return 1
+
+
+@kernel
+def cancelled(ctl, sub, node, trace):
+    """Stop at a loop's poll of the cancel flag; returns 1."""
+    ctl[1] = CANCELLED
+    return fail(ctl, sub, node, trace)
+
+
+def index(operand: Any, out: Any, i: str, g: Any) -> str:
+    """The expression reading the element of ``operand`` that broadcasting pairs with output
+    element ``i``: ``a[0]`` for a single value, ``a[i]`` for the output's shape, else through
+    an index map (a constant of the generated model)."""
+    if operand.size == 1:
+        return f"{operand.name}[0]"
+    if tuple(operand.shape) == tuple(out.shape):
+        return f"{operand.name}[{i}]"
+    return f"{operand.name}[{g.const(broadcast_map(operand.shape, out.shape))}[{i}]]"
+
+
+def each(g: Any, out: Any, expression: Callable[[str], str], clamp: tuple[float, float] | None = None) -> None:
+    """Write ``out[i] = expression(i)`` for every element (optionally clamped to a fused
+    activation's range, NaN kept, as LiteRT clamps)."""
+    if out.size == 0:
+        return
+    i = "0" if out.size == 1 else "i"
+    body = [f"{out.name}[{i}] = {expression(i)}"]
+    if clamp is not None:
+        low, high = (repr(float(v)) if np.isfinite(v) else "np.inf" for v in clamp)
+        body = [f"v = {expression(i)}", f"if v < {low}: v = {low}", f"elif v > {high}: v = {high}", f"{out.name}[{i}] = v"]
+    if out.size == 1:
+        for text in body:
+            g.line(text)
+        return
+    g.line(f"for i in range({out.size}):")
+    with g.indented():
+        for text in body:
+            g.line(text)
+
+
+def copy(g: Any, dst: Any, src: Any) -> None:
+    """``dst = src`` element by element (same size)."""
+    each(g, dst, lambda i: f"{src.name}[{i}]")
+
+
+def broadcast_map(shape: tuple[int, ...], out_shape: tuple[int, ...]) -> np.ndarray:
+    """For each element of ``out_shape`` (C order), the flat index of the element of an operand
+    of ``shape`` that broadcasting reads."""
+    if int(np.prod(shape, dtype=np.int64)) == 1:
+        return np.zeros(int(np.prod(out_shape, dtype=np.int64)), np.int64)
+    iota = np.arange(int(np.prod(shape, dtype=np.int64)), dtype=np.int64).reshape(shape)
+    return np.ascontiguousarray(np.broadcast_to(iota, out_shape)).reshape(-1)
+
+
+def index_map(node: Any, moved: int = 0) -> np.ndarray:
+    """The flat index, into input ``moved``, of each output element of a data-movement node
+    whose other inputs are all known (a slice with constant bounds, a transpose, a gather of
+    constant positions): numlite's own NumPy kernel run once on the input's element numbers.
+    Raises NotCompiled when a parameter is data, or the kernel refuses integer inputs."""
+    from numlite.errors import NumliteError
+    from numlite.jit.kernels import NotCompiled
+    from numlite.kernels import evaluate
+
+    x = node.ins[moved]
+    values = [t.value if t is not None else None for t in node.ins]
+    if any(v is None for k, v in enumerate(values) if k != moved and node.ins[k] is not None):
+        raise NotCompiled(f"{node.op_name} with parameters computed at run time is not compiled")
+    for dtype in (np.int64, np.int32):
+        if x.size >= np.iinfo(dtype).max:
+            continue
+        values[moved] = np.arange(x.size, dtype=dtype).reshape(x.shape)
+        try:
+            result = evaluate(node.op_name, node.options, values, len(node.outs))
+        except NumliteError:
+            continue  # the kernel does not take this dtype
+        if result is not None and tuple(result[0].shape) == node.outs[0].shape:
+            return result[0].astype(np.int64).reshape(-1)
+    raise NotCompiled(f"{node.op_name}: no index map for its {x.dtype.name} input")
+
+
+def take(g: Any, node: Any, moved: int = 0) -> None:
+    """A data-movement node as ``out[i] = x[map[i]]``."""
+    x, out = node.ins[moved], node.outs[0]
+    m = g.const(index_map(node, moved))
+    each(g, out, lambda i: f"{x.name}[{m}[{i}]]")
+
+
+def require(condition: bool, message: str) -> None:
+    if not condition:
+        from numlite.jit.kernels import NotCompiled
+
+        raise NotCompiled(message)
+
+
+def same_dtypes(operands: Sequence[Any], allowed: Sequence[np.dtype], what: str) -> None:
+    dtypes = {t.dtype for t in operands}
+    require(len(dtypes) == 1 and dtypes <= set(allowed), f"{what} of {', '.join(sorted(d.name for d in dtypes))} is not compiled")
+
+
+# -- scalar helpers the generated expressions call (inlined) ---------------------------------------
+
+
+@kernel
+def max_nan(x, y):
+    return x if x > y or x != x else y
+
+
+@kernel
+def min_nan(x, y):
+    return x if x < y or x != x else y
+
+
+@kernel
+def relu(x):
+    return x if x > 0 or x != x else x * 0  # x * 0: a zero of x's type
+
+
+@kernel
+def clip(x, low, high):
+    return low if x < low else (high if x > high else x)
+
+
+@kernel
+def saturate(x, low, high, smallest, largest):
+    """LiteRT's float -> integer CAST: NaN and values above the range give the maximum, values
+    below it the minimum, the rest truncate toward zero."""
+    if x != x or x > high:
+        return largest
+    if x < low:
+        return smallest
+    return int(x)
+
+
+HELPERS = ("fail", "cancelled", "max_nan", "min_nan", "relu", "clip", "saturate")  # imported by every generated module
