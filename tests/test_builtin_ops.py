@@ -35,10 +35,6 @@ def _gaps(reason: str, *ids: str) -> dict[str, str]:
 # case id -> why numlite does not match LiteRT there yet (measured by the sweep; see
 # docs/builtin-op-coverage.md). Each is a strict xfail: closing a gap fails until it is removed.
 KNOWN_GAPS: dict[str, str] = {
-    **_gaps("no quantized kernel: LiteRT runs these through a lookup table or int16 fixed point",
-            "ABS-int8q", "ABS-int16q", "ELU-int8q", "EXP-int8q", "EXP-int16q", "GELU-int8q", "GELU-uint8q",
-            "LOG-int8q", "LOG-int16q", "RELU_0_TO_1-int8q", "RELU_0_TO_1-uint8q", "RSQRT-int8q", "RSQRT-int16q",
-            "SQRT-int8q", "SQRT-int16q"),
     **_gaps("no quantized DIV / SQUARED_DIFFERENCE kernel", "DIV-int8q-bcast", "DIV-uint8q-bcast", "DIV-int16q-bcast",
             "SQUARED_DIFFERENCE-int8q-bcast"),
     **_gaps("LiteRT's defect: its int16 NOT_EQUAL answers False everywhere; numlite computes x != y",

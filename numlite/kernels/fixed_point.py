@@ -46,6 +46,15 @@ def round_half_away(x: np.ndarray | float) -> np.ndarray:
     return np.copysign(np.floor(np.abs(x) + x.dtype.type(0.5)), x)
 
 
+def float_to_int32(x: np.ndarray) -> np.ndarray:
+    """C++ ``static_cast<int32_t>`` of float values as compiled for x86 (int64 array): toward
+    zero, and INT32_MIN for a value out of int32's range, infinities and NaN (cvttss2si's
+    "integer indefinite"), where LiteRT's table builders cast without a check."""
+    x = np.asarray(x)
+    fits = np.abs(x) < x.dtype.type(2**31)
+    return np.where(fits, np.trunc(np.where(fits, x, 0)).astype(np.int64), np.int64(INT32_MIN))
+
+
 def _quantize_one(real: float, single_rounding: bool) -> tuple[int, int]:
     if real == 0.0:
         return 0, 0

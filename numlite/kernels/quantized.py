@@ -17,6 +17,7 @@ from numlite.kernels.fixed_point import (
     activation_range,
     inv_sqrt_multiplier,
     dtype_range,
+    float_to_int32,
     multiply_by_quantized_multiplier as mbqm,
     quantize_multiplier,
     round_half_away,
@@ -323,6 +324,12 @@ class QuantizedReluN1To1(QuantizedReluX):
     low, high = -1.0, 1.0
 
 
+@register("RELU_0_TO_1", quantized=True)
+class QuantizedRelu0To1(QuantizedReluX):
+    dtypes = EIGHT_BIT  # LiteRT has no int16 form
+    low, high = 0.0, 1.0
+
+
 @register("LEAKY_RELU", quantized=True)
 class QuantizedLeakyRelu(QuantizedUnary):
     """Identity multiplier for ``x >= zp``, ``alpha`` multiplier below (float products as in
@@ -343,7 +350,7 @@ class QuantizedLeakyRelu(QuantizedUnary):
         _clamp_into(values, *self.range, outs[0])
 
 
-def _lut_8bit(dtype: np.dtype, s, z, so, zo, transform) -> np.ndarray:
+def lut_8bit(dtype: np.dtype, s, z, so, zo, transform) -> np.ndarray:
     """LiteRT's LUTPopulate for 8-bit types: each possible input dequantized (float), transformed,
     divided by the output scale (as a product with its float inverse), rounded, saturated.
     Indexed by the input's byte (``x.view(uint8)``)."""
@@ -352,8 +359,10 @@ def _lut_8bit(dtype: np.dtype, s, z, so, zo, transform) -> np.ndarray:
     dequantized = s * (values - np.int32(z)).astype(F32)
     transformed = transform(dequantized).astype(F32)
     inverse = F32(1) / so
-    rescaled = round_half_away(transformed * inverse).astype(F32)
-    quantized = np.clip((rescaled + F32(zo)).astype(np.int64), qmin, qmax)
+    with np.errstate(invalid="ignore"):
+        rescaled = round_half_away(transformed * inverse).astype(F32) + F32(zo)
+    # an entry out of int32's range (inf) becomes INT32_MIN, so saturates to the minimum
+    quantized = np.clip(float_to_int32(rescaled), qmin, qmax)
     table = np.empty(256, dtype)
     table[values.astype(dtype).view(np.uint8)] = quantized.astype(dtype)
     return table
@@ -431,7 +440,7 @@ class QuantizedLut(QuantizedUnary):
         if dtype == INT16:
             self._setup_int16(s, z, so, zo)
         else:
-            self.table = _lut_8bit(dtype, s, z, so, zo, type(self).transform)
+            self.table = lut_8bit(dtype, s, z, so, zo, type(self).transform)
 
     def _setup_int16(self, s, z, so, zo) -> None:
         _expect_symmetric_int16(self, z, zo, INT16)
