@@ -139,6 +139,27 @@ for op, ((lo, hi), qtypes, plain, opts) in UNARY.items():
                                else ((0.06, -100) if dt == I8 else (0.06, 20) if dt == U8 else (8 / 32767, 0)))
         case(op, f"{dt.name}q", [x(quantized(dt, qin, (2, 9), lo, hi, op), qin)], [out(dt, qout)], opts)
 
+# Quantized forms LiteRT computes through a table built at prepare: every 8-bit input value once,
+# int16 values every 7 quanta (all 513 samples of its interpolated table, each at several offsets),
+# with other scales than the forms above. SQRT and RSQRT fail on inputs below their zero point.
+LUT_FORMS = {"ABS": ((0.03, -5), (0.05, 2), (I8,), (3 / 32767, 2 / 32767), {}),
+             "EXP": ((0.02, 10), (0.04, -128), (I8,), (3 / 32767, 20 / 32767), {}),
+             "LOG": ((0.03, -128), (0.03, 55), (I8,), (8 / 32767, 3 / 32767), {}),
+             "ELU": ((0.04, -20), (0.03, -10), (I8,), None, {}),
+             "GELU": ((0.03, -7), (0.02, -100), (I8, U8), (4 / 32767, 4 / 32767), {"approximate": True}),
+             "SQRT": ((0.02, -128), (0.015, -128), (I8,), (4 / 32767, 2 / 32767), {}),
+             "RSQRT": ((0.02, -128), (0.05, -128), (I8,), (4 / 32767, 12 / 32767), {})}
+for op, (qin, qout, eight_bit, q16, opts) in LUT_FORMS.items():
+    low = qin[1] if op in ("SQRT", "RSQRT") else -128
+    for dt in eight_bit:
+        shift = 128 if dt == U8 else 0
+        values = np.arange(low + shift, 128 + shift).astype(dt)
+        case(op, f"{dt.name}q-every-value", [x(values, (qin[0], qin[1] + shift))], [out(dt, (qout[0], qout[1] + shift))],
+             opts or None)
+    if q16 is not None:
+        values = np.arange(0 if op in ("SQRT", "RSQRT") else -32768, 32768, 7).astype(I16)
+        case(op, "int16q-every-7th-value", [x(values, (q16[0], 0))], [out(I16, (q16[1], 0))], opts or None)
+
 case("SOFTMAX", "f32-beta0.5", [x(f32((3, 5), seed=1))], [out(F32)], {"beta": 0.5})
 case("LEAKY_RELU", "f32-alpha-neg", [x(f32((3, 5), seed=1))], [out(F32)], {"alpha": -0.5})
 case("GELU", "f32-approximate", [x(f32((3, 5), -3, 3, seed=1))], [out(F32)], {"approximate": True})
