@@ -232,6 +232,22 @@ for op, opts in ARITH.items():
         binary(op, f32((2, 3)), f32((2, 3), seed=1, lo=0.3), F32, "f32-relu-n1-1", {"fused_activation_function": 2})
     if op in ("ADD", "SUB", "MUL"):
         binary(op, ints((2, 3), I16, -200, 200), ints((2, 3), I16, -100, 100, 1), I16, "i16-plain", opts)
+# Quantized DIV and SQUARED_DIFFERENCE on every pair of 8-bit values (the divisor without its zero
+# point, where LiteRT fails), int16 DIV on a grid of 256 x 255 values.
+def _every(dt: Any, step: int = 1, skip: int | None = None) -> np.ndarray:
+    info = np.iinfo(dt)
+    values = np.arange(info.min, info.max + 1, step)
+    return values[values != skip].astype(dt)
+
+
+binary("DIV", _every(I8).reshape(-1, 1), _every(I8, skip=-10).reshape(1, -1), I8, "int8q-every-pair",
+       {"fused_activation_function": 0}, (0.05, 3), (0.04, -10), (0.5, -2))
+binary("DIV", _every(U8).reshape(-1, 1), _every(U8, skip=120).reshape(1, -1), U8, "uint8q-every-pair-relu6",
+       {"fused_activation_function": 3}, (0.05, 128), (0.03, 120), (0.03, 10))
+binary("DIV", _every(I16, 257).reshape(-1, 1), _every(I16, 263, skip=0).reshape(1, -1), I16, "int16q-grid",
+       {"fused_activation_function": 0}, (1 / 4096, 0), (1 / 2048, 0), (1 / 512, 0))
+binary("SQUARED_DIFFERENCE", _every(I8).reshape(-1, 1), _every(I8).reshape(1, -1), I8, "int8q-every-pair",
+       None, (0.05, 3), (0.03, -20), (0.2, -128))
 binary("MUL", c64((2, 3)), c64((2, 3), 1), C64, "c64", {"fused_activation_function": 0})
 binary("MUL", c64((2, 1, 3)), c64((4, 1), 1), C64, "c64-bcast", {"fused_activation_function": 0})
 binary("ADD", c64((2, 3)), c64((2, 3), 1), C64, "c64", {"fused_activation_function": 0})

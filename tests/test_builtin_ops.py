@@ -35,8 +35,6 @@ def _gaps(reason: str, *ids: str) -> dict[str, str]:
 # case id -> why numlite does not match LiteRT there yet (measured by the sweep; see
 # docs/builtin-op-coverage.md). Each is a strict xfail: closing a gap fails until it is removed.
 KNOWN_GAPS: dict[str, str] = {
-    **_gaps("no quantized DIV / SQUARED_DIFFERENCE kernel", "DIV-int8q-bcast", "DIV-uint8q-bcast", "DIV-int16q-bcast",
-            "SQUARED_DIFFERENCE-int8q-bcast"),
     **_gaps("LiteRT's defect: its int16 NOT_EQUAL answers False everywhere; numlite computes x != y",
             "NOT_EQUAL-i16q"),
     **_gaps("segment ids of rank > 1 (LiteRT takes ids of the data's leading shape)",

@@ -11,16 +11,21 @@ from __future__ import annotations
 
 import numpy as np
 
+from numlite.errors import InvalidInputError
 from numlite.kernels.base import Kernel, Spec, TensorInfo, broadcast_shape, has_scale, register
 from numlite.kernels.clamp import clip_ufunc
 from numlite.kernels.fixed_point import (
     activation_range,
     inv_sqrt_multiplier,
     dtype_range,
+    count_leading_sign_bits32,
     float_to_int32,
+    get_reciprocal,
     multiply_by_quantized_multiplier as mbqm,
     quantize_multiplier,
     round_half_away,
+    rounding_divide_by_pot_any,
+    saturating_rounding_doubling_high_mul,
 )
 from numlite.kernels.scratchpad import ScratchUser
 
@@ -239,6 +244,74 @@ class QuantizedMul(PairTable, QuantizedKernel):
         a = a.astype(np.int32) - np.int32(self.z1)
         b = b.astype(np.int32) - np.int32(self.z2)
         values = mbqm(a * b, self.mult, self.shift).astype(np.int64) + self.zo
+        _clamp_into(np.broadcast_to(values, out.shape).copy(), *self.range, out)
+
+
+@register("DIV", quantized=True)
+class QuantizedDiv(PairTable, QuantizedKernel):
+    """``(a - za) / (b - zb)`` as LiteRT's DivElementwise: the divisor's fixed-point reciprocal
+    (GetReciprocal), the dividend shifted to its headroom and multiplied by it, rescaled by
+    ``sa / (sb * so)`` (float arithmetic, then double), plus ``zo``, clamped to the activation.
+    A divisor equal to its zero point fails at invoke, as in LiteRT."""
+
+    def prepare(self, ins):
+        a, b = self.same_dtype_pair(ins)
+        (s1, self.z1), (s2, self.z2) = self.per_tensor(a), self.per_tensor(b)
+        so, self.zo = self.output_params(a.dtype)
+        self.mult, self.shift = quantize_multiplier(float(s1 / (s2 * so)))
+        self.range = activation_range(self.activation_code(), so, self.zo, a.dtype)
+        shape = broadcast_shape(a.shape, b.shape)
+        self.plan_table(a.dtype, shape)  # the pairs with b == zb give garbage, never read
+        return [Spec(shape, a.dtype)]
+
+    def compute(self, a, b, out):
+        a = a.astype(np.int64) - self.z1
+        b = b.astype(np.int64) - self.z2
+        a = np.where(b < 0, -a, a)  # a positive divisor: its reciprocal is a multiplier
+        b = np.where(b == 0, 1, np.abs(b))
+        inverse, recip_shift = get_reciprocal(b, 31)
+        headroom = count_leading_sign_bits32(a)
+        unscaled = mbqm(a, inverse, headroom)
+        total_shift = self.shift - recip_shift - headroom  # below -31 for small quotients
+        left = np.maximum(total_shift, 0)
+        high = saturating_rounding_doubling_high_mul(_wrap32(unscaled.astype(np.int64) << left), self.mult)
+        values = rounding_divide_by_pot_any(high, np.maximum(-total_shift, 0)).astype(np.int64) + self.zo
+        _clamp_into(np.broadcast_to(values, out.shape).copy(), *self.range, out)
+
+    def eval(self, ins, outs):
+        if np.any(ins[1] == self.z2):
+            raise InvalidInputError(f"DIV by zero: the divisor holds its zero point {self.z2}")
+        super().eval(ins, outs)
+
+
+@register("SQUARED_DIFFERENCE", quantized=True)
+class QuantizedSquaredDifference(PairTable, QuantizedKernel):
+    """int8 ``(a - b)**2`` as LiteRT's squared_difference.cc: both inputs shifted left 7 bits and
+    rescaled to twice the larger input scale, their difference squared, rescaled by ``(2 max
+    scale)**2 / (2**14 so)``, plus ``zo``, saturated. LiteRT has no uint8 or int16 form."""
+
+    left_shift = 7
+
+    def prepare(self, ins):
+        a, b = self.same_dtype_pair(ins)
+        if a.dtype != INT8:
+            raise self.fail(f"quantized SQUARED_DIFFERENCE takes int8 inputs, got {a.dtype.name}")
+        (s1, z1), (s2, z2) = self.per_tensor(a), self.per_tensor(b)
+        so, self.zo = self.output_params(a.dtype)
+        twice_max = float(F32(2) * max(s1, s2))  # float, then double
+        self.inputs_params = ((z1, *quantize_multiplier(float(s1) / twice_max)),
+                              (z2, *quantize_multiplier(float(s2) / twice_max)))
+        self.out_mult = quantize_multiplier(twice_max * twice_max / float(F32(1 << 2 * self.left_shift) * so))
+        self.range = dtype_range(a.dtype)
+        shape = broadcast_shape(a.shape, b.shape)
+        self.plan_table(a.dtype, shape)
+        return [Spec(shape, a.dtype)]
+
+    def compute(self, a, b, out):
+        scaled = [mbqm((x.astype(np.int32) - np.int32(z)) * np.int32(1 << self.left_shift), m, sh)
+                  for x, (z, m, sh) in zip((a, b), self.inputs_params)]
+        diff = scaled[0].astype(np.int64) - scaled[1]
+        values = mbqm(_wrap32(diff * diff), *self.out_mult).astype(np.int64) + self.zo
         _clamp_into(np.broadcast_to(values, out.shape).copy(), *self.range, out)
 
 
