@@ -562,6 +562,16 @@ for op, dts in REDUCERS.items():
         case(op, f"{dt.name}q", [x(quantized(dt, q, (2, 3, 4), -1, 1, op), q), k(i32(1))], [out(dt, qo)], {"keep_dims": False})
         case(op, f"{dt.name}q-keep-hw", [x(quantized(dt, q, (1, 2, 3, 2), -1, 1, op), q), k(i32(1, 2))], [out(dt, qo)],
              {"keep_dims": True})
+# Quantized SUM and REDUCE_PROD over axes apart (LiteRT's REDUCE_PROD rescales after each product,
+# in the input's order), with an output zero point of their own; LiteRT has no uint8 REDUCE_PROD.
+for dt, q, qo in ((I8, (0.02, -5), (0.03, 4)), (I16, (1 / 8192, 0), (1 / 1024, 0))):
+    case("REDUCE_PROD", f"{dt.name}q-axes-apart", [x(quantized(dt, q, (2, 5, 2), -2, 2, "prod"), q), k(i32(2, 0))],
+         [out(dt, qo)], {"keep_dims": False})
+for dt, q, qo in ((I8, (0.02, -5), (0.15, 9)), (U8, (0.03, 100), (0.2, 30)), (I16, (1 / 8192, 0), (1 / 1024, 0))):
+    case("SUM", f"{dt.name}q-axes-apart", [x(quantized(dt, q, (4, 3, 5), -1, 1.5, "sum"), q), k(i32(0, -1))],
+         [out(dt, qo)], {"keep_dims": True})
+case("REDUCE_PROD", "uint8q", [x(quantized(U8, QU8, (2, 3), -1, 1), QU8), k(i32(1))], [out(U8, QU8)],
+     {"keep_dims": False})
 for op in ("REDUCE_ANY", "REDUCE_ALL"):
     case(op, "axis1", [x(bools((3, 4))), k(i32(1))], [out(BOOL)], {"keep_dims": False})
     case(op, "all-keep", [x(bools((2, 2, 3))), k(i32(0, 1, 2))], [out(BOOL)], {"keep_dims": True})

@@ -9,6 +9,8 @@ and double), eval applies ``numlite.kernels.fixed_point`` vectorised over int32/
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from numlite.errors import InvalidInputError
@@ -22,6 +24,7 @@ from numlite.kernels.fixed_point import (
     float_to_int32,
     get_reciprocal,
     multiply_by_quantized_multiplier as mbqm,
+    multiply_by_quantized_multiplier_int64 as mbqm64,
     quantize_multiplier,
     round_half_away,
     rounding_divide_by_pot_any,
@@ -848,27 +851,22 @@ class QuantizedMean(QuantizedReducer):
 
 @register("SUM", quantized=True)
 class QuantizedSum(QuantizedReducer):
-    """LiteRT's default SUM kernel: with other output parameters, int8 sums rescale through
-    float, ``round(sum * s / so - z * s / so * count) + zo``; with equal parameters the result
-    is the int32 sum itself. Either saturates to the type. uint8 sums with other output
-    parameters follow LiteRT's reference kernel instead (all integer: ``sum - count * z`` times
-    the fixed-point multiplier of ``s / so``, plus ``zo``, saturated; within one quantum of the
-    float rescaling).
+    """LiteRT's default SUM kernel (optimized QuantizedMeanOrSum): with other output parameters
+    the int32 sum rescales through float, ``round(sum * s / so - z * s / so * count) + zo``
+    (int8, uint8 and int16 alike); with equal parameters the result is the int32 sum itself.
+    Either saturates to the type.
 
     Not the reference kernel: ai-edge-litert 2.3's BUILTIN_REF SUM of int8/int16 tensors gives
     erratic values (an all-zero int16 input sums to 0, the same input with one nonzero element
-    gives -23105 in unrelated outputs; tests/test_quantized_ops.py shows it), so numlite follows
-    the default kernels bit for bit."""
+    gives -23105 in unrelated outputs; tests/test_quantized_ops.py shows it), and its uint8 SUM
+    rescales in integers (within one quantum of this); numlite follows the default kernels bit
+    for bit."""
 
     def plan(self, x):
         self.same = (self.s, self.z) == (self.so, self.zo)
-        if self.dtype == INT16 and not self.same:
-            raise self.fail("int16 SUM needs equal input and output quantization")
-        # uint8 rescaling SUM: LiteRT's reference kernel is sound there (deterministic), and
-        # integer: MEAN's fixed-point rescaling without the division by the count
-        self.integer = self.dtype == UINT8 and not self.same
-        if self.integer:
-            self.mult, self.shift = quantize_multiplier(float(self.s) / float(self.so))  # double division
+        self.scale = self.s / self.so  # float division, float arithmetic
+        # -zero_point * scale * count: int times float, then times the count as a float
+        self.bias = F32(-self.z) * self.scale * F32(self.count)
 
     def eval(self, ins, outs):
         x, out = ins[0], outs[0]
@@ -876,15 +874,44 @@ class QuantizedSum(QuantizedReducer):
         if self.same:  # LiteRT's default kernel saturates the sum
             _clamp_into(sums.reshape(out.shape).astype(np.int64), *self.range, out)
             return
-        if self.integer:
-            shifted = _wrap32(sums.astype(np.int64) - self.z * self.count)
-            values = mbqm(shifted, self.mult, self.shift).astype(np.int64) + self.zo
-            _clamp_into(values.reshape(out.shape), *self.range, out)
-            return
-        scale = self.s / self.so  # float division, float arithmetic
-        bias = F32(-self.z) * scale * F32(self.count)
-        value = round_half_away(sums.astype(F32) * scale + bias).astype(np.int64) + self.zo
+        value = round_half_away(sums.astype(F32) * self.scale + self.bias).astype(np.int64) + self.zo
         _clamp_into(value.reshape(out.shape), *self.range, out)
+
+
+@register("REDUCE_PROD", quantized=True)
+class QuantizedReduceProd(QuantizedReducer):
+    """LiteRT's QuantizedReduceProd (int8, int16): each output starts at its first ``x - z`` and
+    takes the next values in the input's order, ``MBQM64(product * (x - z))`` after each, then
+    once more at the end, plus ``zo``, saturated. The multiplier is ``s / so**(1 / count)``
+    (double), so ``count`` rescalings give ``s**count / so``. No axes: a copy."""
+
+    def prepare(self, ins):
+        if ins and ins[0] is not None and ins[0].dtype == UINT8:
+            raise self.fail("quantized REDUCE_PROD takes int8 or int16 inputs, not uint8")
+        return super().prepare(ins)
+
+    def plan(self, x):
+        self.mult, self.shift = 0, 0
+        if self.count > 0:
+            self.mult, self.shift = (int(v) for v in quantize_multiplier(
+                float(self.s) / math.pow(float(self.so), 1.0 / self.count)))
+
+    def eval(self, ins, outs):
+        x, out = ins[0], outs[0]
+        if not self.axes:
+            out[...] = x.reshape(out.shape)
+            return
+        if x.size == 0:
+            out.fill(0)  # LiteRT leaves such an output unwritten
+            return
+        kept = [a for a in range(x.ndim) if a not in self.axes]
+        # reduced values of each output in the input's (row-major) order, as LiteRT reads them
+        rows = np.transpose(x, kept + sorted(self.axes)).reshape(-1, self.count).astype(np.int64) - self.z
+        product = rows[:, 0]
+        for k in range(1, self.count):
+            product = mbqm64(product * rows[:, k], self.mult, self.shift).astype(np.int64)
+        values = mbqm64(product, self.mult, self.shift).astype(np.int64) + self.zo
+        _clamp_into(values.reshape(out.shape), *self.range, out)
 
 
 # ----------------------------------------------------------------------------- L2_NORMALIZATION
