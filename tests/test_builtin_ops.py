@@ -40,7 +40,6 @@ KNOWN_GAPS: dict[str, str] = {
     **_gaps("segment ids of rank > 1 (LiteRT takes ids of the data's leading shape)",
             "UNSORTED_SEGMENT_SUM-f32-r2-ids", "UNSORTED_SEGMENT_MAX-f32-r2-ids", "UNSORTED_SEGMENT_MIN-f32-r2-ids",
             "UNSORTED_SEGMENT_PROD-f32-r2-ids"),
-    "QUANTIZE-f32-int8-per-channel": "QUANTIZE to a per-channel quantized output",
     "RNN-hybrid": "no hybrid (int8 weight) RNN kernel",
     **_gaps("no SVDF kernel", "SVDF-f32-rank1", "SVDF-f32-rank2-relu-no-bias", "SVDF-hybrid"),
     **_gaps("no HASHTABLE resource kernels (HASHTABLE, HASHTABLE_IMPORT, HASHTABLE_FIND, HASHTABLE_SIZE)",

@@ -98,7 +98,8 @@ def _clamp_into(values: np.ndarray, low: int, high: int, out: np.ndarray) -> Non
 @register("QUANTIZE")
 class Quantize(QuantizedKernel):
     """float32 -> int8/uint8/int16 (round half away from zero of ``x / scale``, plus the zero
-    point, saturated), or integer -> integer requantization with another scale/zero point."""
+    point, saturated; per channel too, with one scale and zero point along the output's
+    ``quantized_dimension``), or integer -> integer requantization with another scale/zero point."""
 
     def prepare(self, ins):
         self.expect_inputs(ins, 1)
@@ -106,8 +107,12 @@ class Quantize(QuantizedKernel):
         out = self.output()
         if out.dtype not in (INT8, UINT8, INT16):
             raise self.fail(f"output {out.name!r} has dtype {out.dtype.name}; supported: int8, uint8, int16")
-        self.out_scale, self.out_zp = self.per_tensor(out, "output")
         self.range = dtype_range(out.dtype)
+        if x.dtype == np.float32 and has_scale(out) and len(out.quantization.scale) > 1:
+            self._prepare_per_channel(x, out)
+            return [Spec(x.shape, out.dtype)]
+        self.per_channel = False
+        self.out_scale, self.out_zp = self.per_tensor(out, "output")
         if x.dtype == np.float32:
             self.requantize = False
         elif x.dtype in (INT8, UINT8, INT16):
@@ -119,8 +124,31 @@ class Quantize(QuantizedKernel):
             raise self.fail(f"input {x.name!r} has dtype {x.dtype.name}; supported: float32, int8, uint8, int16")
         return [Spec(x.shape, out.dtype)]
 
+    def _prepare_per_channel(self, x: TensorInfo, out: TensorInfo) -> None:
+        """LiteRT's PerChannelQuantize: scales along ``quantized_dimension``, one zero point each
+        (or the first one for all when fewer are given)."""
+        q = out.quantization
+        scale = np.asarray(q.scale, F32)
+        zp = np.asarray(q.zero_point if q.zero_point is not None and len(q.zero_point) else [0], np.int64)
+        if len(zp) != len(scale):
+            zp = np.full(len(scale), zp[0])
+        dim = int(q.quantized_dimension)
+        if not 0 <= dim < len(x.shape) or x.shape[dim] != len(scale):
+            raise self.fail(f"output {out.name!r} has {len(scale)} scales along dimension {dim}, "
+                            f"which does not fit shape {x.shape}")
+        view = [1] * len(x.shape)
+        view[dim] = len(scale)
+        self.per_channel, self.requantize = True, False
+        self.out_scale, self.out_zp = scale.reshape(view), zp.reshape(view)
+
     def eval(self, ins, outs):
         x, out = ins[0], outs[0]
+        if self.per_channel:
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                # int32 of the rounded float quotient (INT32_MIN when out of range, as on x86)
+                values = float_to_int32(round_half_away(np.divide(x, self.out_scale, dtype=F32))) + self.out_zp
+            _clamp_into(values, *self.range, out)
+            return
         if self.requantize:
             values = mbqm(x.astype(np.int32) - np.int32(self.in_zp), self.mult, self.shift).astype(np.int64) + self.out_zp
         else:
