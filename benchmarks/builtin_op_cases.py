@@ -160,6 +160,11 @@ for op, (qin, qout, eight_bit, q16, opts) in LUT_FORMS.items():
         values = np.arange(0 if op in ("SQRT", "RSQRT") else -32768, 32768, 7).astype(I16)
         case(op, "int16q-every-7th-value", [x(values, (q16[0], 0))], [out(I16, (q16[1], 0))], opts or None)
 
+# Inputs LiteRT's quantized kernels reject at invoke: below the zero point (RSQRT), a negative
+# value (SQRT), a divisor at its zero point (DIV).
+case("SQRT", "int8q-negative", [x(np.array([5, 0, -3], I8), (0.1, 0))], [out(I8, (0.1, 0))])
+case("RSQRT", "int8q-below-zero-point", [x(np.array([5, 1, -3], I8), (0.1, 1))], [out(I8, (0.1, 0))])
+case("RSQRT", "int16q-negative", [x(np.array([5, -3], I16), (0.01, 0))], [out(I16, (0.01, 0))])
 case("SOFTMAX", "f32-beta0.5", [x(f32((3, 5), seed=1))], [out(F32)], {"beta": 0.5})
 case("LEAKY_RELU", "f32-alpha-neg", [x(f32((3, 5), seed=1))], [out(F32)], {"alpha": -0.5})
 case("GELU", "f32-approximate", [x(f32((3, 5), -3, 3, seed=1))], [out(F32)], {"approximate": True})
@@ -246,6 +251,8 @@ binary("DIV", _every(U8).reshape(-1, 1), _every(U8, skip=120).reshape(1, -1), U8
        {"fused_activation_function": 3}, (0.05, 128), (0.03, 120), (0.03, 10))
 binary("DIV", _every(I16, 257).reshape(-1, 1), _every(I16, 263, skip=0).reshape(1, -1), I16, "int16q-grid",
        {"fused_activation_function": 0}, (1 / 4096, 0), (1 / 2048, 0), (1 / 512, 0))
+binary("DIV", np.array([3, 4, 5], I8), np.array([1, 2, 2], I8), I8, "int8q-zero-divisor", {"fused_activation_function": 0},
+       (0.1, 0), (0.1, 2), (0.1, 0))
 binary("SQUARED_DIFFERENCE", _every(I8).reshape(-1, 1), _every(I8).reshape(1, -1), I8, "int8q-every-pair",
        None, (0.05, 3), (0.03, -20), (0.2, -128))
 binary("MUL", c64((2, 3)), c64((2, 3), 1), C64, "c64", {"fused_activation_function": 0})

@@ -201,7 +201,7 @@ class QuantizedRsqrt(QuantizedLutUnary):
     the multiplier of ``1 / (sqrt(s) * so)``; ``x == z`` gives 127). Inputs below the zero
     point fail at invoke, as in LiteRT (elementwise.cc)."""
 
-    domain_message = "RSQRT is only defined for positive values (an input is below the zero point)"
+    domain_message = "RSQRT is only defined for inputs at or above the zero point"
 
     def table(self, s, z, so, zo):
         self.lowest = z  # LiteRT: in >= input_offset, or the invoke fails
