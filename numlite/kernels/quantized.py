@@ -80,6 +80,16 @@ class QuantizedKernel(Kernel):
             raise self.fail(f"inputs have different dtypes: {a.dtype.name} and {b.dtype.name}")
         return a, b
 
+    def unary_params(self, ins, dtypes: tuple) -> tuple[TensorInfo, np.float32, int, np.float32, int]:
+        """The one input of an element-wise op (of ``dtypes``) and the per-tensor ``(scale,
+        zero_point)`` of it and of the output (of its dtype)."""
+        self.expect_inputs(ins, 1)
+        (x,) = ins
+        self.expect_quantized_dtype(x, *dtypes)
+        s, z = self.per_tensor(x)
+        so, zo = self.output_params(x.dtype)
+        return x, s, z, so, zo
+
     def expect_quantized_dtype(self, t: TensorInfo, *allowed: np.dtype) -> None:
         if t.dtype not in allowed:
             names = ", ".join(np.dtype(a).name for a in allowed)
@@ -362,11 +372,7 @@ class QuantizedUnary(QuantizedKernel):
     tabulate = True
 
     def prepare(self, ins):
-        self.expect_inputs(ins, 1)
-        (x,) = ins
-        self.expect_quantized_dtype(x, *self.dtypes)
-        s, z = self.per_tensor(x)
-        so, zo = self.output_params(x.dtype)
+        x, s, z, so, zo = self.unary_params(ins, self.dtypes)
         self.range = dtype_range(x.dtype)
         self.setup(s, z, so, zo, x.dtype)
         self.__dict__.pop("eval", None)  # the class's arithmetic, unless tabulated below

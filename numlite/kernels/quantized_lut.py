@@ -87,11 +87,7 @@ class QuantizedTableUnary(QuantizedKernel):
     dtypes: tuple = (INT8, INT16)
 
     def prepare(self, ins):
-        self.expect_inputs(ins, 1)
-        (x,) = ins
-        self.expect_quantized_dtype(x, *self.dtypes)
-        s, z = self.per_tensor(x)
-        so, zo = self.output_params(x.dtype)
+        x, s, z, so, zo = self.unary_params(ins, self.dtypes)
         if x.dtype == INT16 and (z or zo):
             raise self.fail("int16 quantized input and output need zero points of 0")
         self.dtype = x.dtype
