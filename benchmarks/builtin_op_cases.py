@@ -139,6 +139,32 @@ for op, ((lo, hi), qtypes, plain, opts) in UNARY.items():
                                else ((0.06, -100) if dt == I8 else (0.06, 20) if dt == U8 else (8 / 32767, 0)))
         case(op, f"{dt.name}q", [x(quantized(dt, qin, (2, 9), lo, hi, op), qin)], [out(dt, qout)], opts)
 
+# Quantized forms LiteRT computes through a table built at prepare: every 8-bit input value once,
+# int16 values every 7 quanta (all 513 samples of its interpolated table, each at several offsets),
+# with other scales than the forms above. SQRT and RSQRT fail on inputs below their zero point.
+LUT_FORMS = {"ABS": ((0.03, -5), (0.05, 2), (I8,), (3 / 32767, 2 / 32767), {}),
+             "EXP": ((0.02, 10), (0.04, -128), (I8,), (3 / 32767, 20 / 32767), {}),
+             "LOG": ((0.03, -128), (0.03, 55), (I8,), (8 / 32767, 3 / 32767), {}),
+             "ELU": ((0.04, -20), (0.03, -10), (I8,), None, {}),
+             "GELU": ((0.03, -7), (0.02, -100), (I8, U8), (4 / 32767, 4 / 32767), {"approximate": True}),
+             "SQRT": ((0.02, -128), (0.015, -128), (I8,), (4 / 32767, 2 / 32767), {}),
+             "RSQRT": ((0.02, -128), (0.05, -128), (I8,), (4 / 32767, 12 / 32767), {})}
+for op, (qin, qout, eight_bit, q16, opts) in LUT_FORMS.items():
+    low = qin[1] if op in ("SQRT", "RSQRT") else -128
+    for dt in eight_bit:
+        shift = 128 if dt == U8 else 0
+        values = np.arange(low + shift, 128 + shift).astype(dt)
+        case(op, f"{dt.name}q-every-value", [x(values, (qin[0], qin[1] + shift))], [out(dt, (qout[0], qout[1] + shift))],
+             opts or None)
+    if q16 is not None:
+        values = np.arange(0 if op in ("SQRT", "RSQRT") else -32768, 32768, 7).astype(I16)
+        case(op, "int16q-every-7th-value", [x(values, (q16[0], 0))], [out(I16, (q16[1], 0))], opts or None)
+
+# Inputs LiteRT's quantized kernels reject at invoke: below the zero point (RSQRT), a negative
+# value (SQRT), a divisor at its zero point (DIV).
+case("SQRT", "int8q-negative", [x(np.array([5, 0, -3], I8), (0.1, 0))], [out(I8, (0.1, 0))])
+case("RSQRT", "int8q-below-zero-point", [x(np.array([5, 1, -3], I8), (0.1, 1))], [out(I8, (0.1, 0))])
+case("RSQRT", "int16q-negative", [x(np.array([5, -3], I16), (0.01, 0))], [out(I16, (0.01, 0))])
 case("SOFTMAX", "f32-beta0.5", [x(f32((3, 5), seed=1))], [out(F32)], {"beta": 0.5})
 case("LEAKY_RELU", "f32-alpha-neg", [x(f32((3, 5), seed=1))], [out(F32)], {"alpha": -0.5})
 case("GELU", "f32-approximate", [x(f32((3, 5), -3, 3, seed=1))], [out(F32)], {"approximate": True})
@@ -211,6 +237,24 @@ for op, opts in ARITH.items():
         binary(op, f32((2, 3)), f32((2, 3), seed=1, lo=0.3), F32, "f32-relu-n1-1", {"fused_activation_function": 2})
     if op in ("ADD", "SUB", "MUL"):
         binary(op, ints((2, 3), I16, -200, 200), ints((2, 3), I16, -100, 100, 1), I16, "i16-plain", opts)
+# Quantized DIV and SQUARED_DIFFERENCE on every pair of 8-bit values (the divisor without its zero
+# point, where LiteRT fails), int16 DIV on a grid of 256 x 255 values.
+def _every(dt: Any, step: int = 1, skip: int | None = None) -> np.ndarray:
+    info = np.iinfo(dt)
+    values = np.arange(info.min, info.max + 1, step)
+    return values[values != skip].astype(dt)
+
+
+binary("DIV", _every(I8).reshape(-1, 1), _every(I8, skip=-10).reshape(1, -1), I8, "int8q-every-pair",
+       {"fused_activation_function": 0}, (0.05, 3), (0.04, -10), (0.5, -2))
+binary("DIV", _every(U8).reshape(-1, 1), _every(U8, skip=120).reshape(1, -1), U8, "uint8q-every-pair-relu6",
+       {"fused_activation_function": 3}, (0.05, 128), (0.03, 120), (0.03, 10))
+binary("DIV", _every(I16, 257).reshape(-1, 1), _every(I16, 263, skip=0).reshape(1, -1), I16, "int16q-grid",
+       {"fused_activation_function": 0}, (1 / 4096, 0), (1 / 2048, 0), (1 / 512, 0))
+binary("DIV", np.array([3, 4, 5], I8), np.array([1, 2, 2], I8), I8, "int8q-zero-divisor", {"fused_activation_function": 0},
+       (0.1, 0), (0.1, 2), (0.1, 0))
+binary("SQUARED_DIFFERENCE", _every(I8).reshape(-1, 1), _every(I8).reshape(1, -1), I8, "int8q-every-pair",
+       None, (0.05, 3), (0.03, -20), (0.2, -128))
 binary("MUL", c64((2, 3)), c64((2, 3), 1), C64, "c64", {"fused_activation_function": 0})
 binary("MUL", c64((2, 1, 3)), c64((4, 1), 1), C64, "c64-bcast", {"fused_activation_function": 0})
 binary("ADD", c64((2, 3)), c64((2, 3), 1), C64, "c64", {"fused_activation_function": 0})
@@ -525,6 +569,16 @@ for op, dts in REDUCERS.items():
         case(op, f"{dt.name}q", [x(quantized(dt, q, (2, 3, 4), -1, 1, op), q), k(i32(1))], [out(dt, qo)], {"keep_dims": False})
         case(op, f"{dt.name}q-keep-hw", [x(quantized(dt, q, (1, 2, 3, 2), -1, 1, op), q), k(i32(1, 2))], [out(dt, qo)],
              {"keep_dims": True})
+# Quantized SUM and REDUCE_PROD over axes apart (LiteRT's REDUCE_PROD rescales after each product,
+# in the input's order), with an output zero point of their own; LiteRT has no uint8 REDUCE_PROD.
+for dt, q, qo in ((I8, (0.02, -5), (0.03, 4)), (I16, (1 / 8192, 0), (1 / 1024, 0))):
+    case("REDUCE_PROD", f"{dt.name}q-axes-apart", [x(quantized(dt, q, (2, 5, 2), -2, 2, "prod"), q), k(i32(2, 0))],
+         [out(dt, qo)], {"keep_dims": False})
+for dt, q, qo in ((I8, (0.02, -5), (0.15, 9)), (U8, (0.03, 100), (0.2, 30)), (I16, (1 / 8192, 0), (1 / 1024, 0))):
+    case("SUM", f"{dt.name}q-axes-apart", [x(quantized(dt, q, (4, 3, 5), -1, 1.5, "sum"), q), k(i32(0, -1))],
+         [out(dt, qo)], {"keep_dims": True})
+case("REDUCE_PROD", "uint8q", [x(quantized(U8, QU8, (2, 3), -1, 1), QU8), k(i32(1))], [out(U8, QU8)],
+     {"keep_dims": False})
 for op in ("REDUCE_ANY", "REDUCE_ALL"):
     case(op, "axis1", [x(bools((3, 4))), k(i32(1))], [out(BOOL)], {"keep_dims": False})
     case(op, "all-keep", [x(bools((2, 2, 3))), k(i32(0, 1, 2))], [out(BOOL)], {"keep_dims": True})
@@ -665,6 +719,8 @@ case("QUANTIZE", "uint8-int8", [x(ints((2, 5), U8), QU8)], [out(I8, (0.05, 0))])
 case("QUANTIZE", "int16-int8", [x(ints((2, 5), I16), (0.001, 0))], [out(I8, (0.03, 1))])
 case("QUANTIZE", "int16-int16", [x(ints((2, 5), I16), (0.001, 0))], [out(I16, (0.0007, 0))])
 case("QUANTIZE", "f32-int8-per-channel", [x(f32((2, 3)))], [out(I8, ([0.01, 0.02, 0.05], [0, 0, 0], 1))])
+case("QUANTIZE", "f32-uint8-per-channel-dim0", [x(f32((2, 3, 2), -3, 3))], [out(U8, ([0.02, 0.03], [120, 128], 0))])
+case("QUANTIZE", "f32-int16-per-channel-dim2", [x(f32((2, 3, 2)))], [out(I16, ([1 / 4096, 1 / 20000], [0, 0], 2))])
 case("DEQUANTIZE", "int8", [x(ints((2, 5), I8), Q8)], [out(F32)])
 case("DEQUANTIZE", "uint8", [x(ints((2, 5), U8), QU8)], [out(F32)])
 case("DEQUANTIZE", "int16", [x(ints((2, 5), I16), (0.001, 0))], [out(F32)])

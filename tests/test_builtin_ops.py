@@ -35,22 +35,11 @@ def _gaps(reason: str, *ids: str) -> dict[str, str]:
 # case id -> why numlite does not match LiteRT there yet (measured by the sweep; see
 # docs/builtin-op-coverage.md). Each is a strict xfail: closing a gap fails until it is removed.
 KNOWN_GAPS: dict[str, str] = {
-    **_gaps("no quantized kernel: LiteRT runs these through a lookup table or int16 fixed point",
-            "ABS-int8q", "ABS-int16q", "ELU-int8q", "EXP-int8q", "EXP-int16q", "GELU-int8q", "GELU-uint8q",
-            "LOG-int8q", "LOG-int16q", "RELU_0_TO_1-int8q", "RELU_0_TO_1-uint8q", "RSQRT-int8q", "RSQRT-int16q",
-            "SQRT-int8q", "SQRT-int16q"),
-    **_gaps("no quantized DIV / SQUARED_DIFFERENCE kernel", "DIV-int8q-bcast", "DIV-uint8q-bcast", "DIV-int16q-bcast",
-            "SQUARED_DIFFERENCE-int8q-bcast"),
     **_gaps("LiteRT's defect: its int16 NOT_EQUAL answers False everywhere; numlite computes x != y",
             "NOT_EQUAL-i16q"),
     **_gaps("segment ids of rank > 1 (LiteRT takes ids of the data's leading shape)",
             "UNSORTED_SEGMENT_SUM-f32-r2-ids", "UNSORTED_SEGMENT_MAX-f32-r2-ids", "UNSORTED_SEGMENT_MIN-f32-r2-ids",
             "UNSORTED_SEGMENT_PROD-f32-r2-ids"),
-    "SUM-uint8q": "uint8 SUM rescaling rounds differently from LiteRT's in 2 of 8 elements",
-    **_gaps("int16 SUM with an output scale other than the input's", "SUM-int16q", "SUM-int16q-keep-hw"),
-    **_gaps("no quantized REDUCE_PROD kernel", "REDUCE_PROD-int8q", "REDUCE_PROD-int8q-keep-hw", "REDUCE_PROD-int16q",
-            "REDUCE_PROD-int16q-keep-hw"),
-    "QUANTIZE-f32-int8-per-channel": "QUANTIZE to a per-channel quantized output",
     "RNN-hybrid": "no hybrid (int8 weight) RNN kernel",
     **_gaps("no SVDF kernel", "SVDF-f32-rank1", "SVDF-f32-rank2-relu-no-bias", "SVDF-hybrid"),
     **_gaps("no HASHTABLE resource kernels (HASHTABLE, HASHTABLE_IMPORT, HASHTABLE_FIND, HASHTABLE_SIZE)",

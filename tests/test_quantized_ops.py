@@ -76,19 +76,23 @@ def assert_op_quantized(model, op, dtype):
     assert dtypes[found[0].inputs[0]] == dtype and dtypes[found[0].outputs[0]] == dtype
 
 
-def assert_matches_reference(model, inputs=None, exact_default=False):
-    """numlite == LiteRT BUILTIN_REF exactly, and within one quantum of LiteRT's default."""
+def assert_matches_reference(model, inputs=None, exact_default=False, follows_default=False):
+    """numlite == LiteRT BUILTIN_REF exactly, and within one quantum of LiteRT's default (with
+    ``follows_default``, the other way round: exactly the default kernels, within one quantum
+    of the reference)."""
     inputs = integer_inputs(model) if inputs is None else inputs
     reference = run_interpreter(
         LiteRTInterpreter(model_content=model, experimental_op_resolver_type=OpResolverType.BUILTIN_REF), inputs
     )
     default = run_interpreter(LiteRTInterpreter(model_content=model), inputs)
     ours = run_interpreter(numlite.Interpreter(model_content=model), inputs)
+    exact, near = ("default", "reference") if follows_default else ("reference", "default")
     for k, (r, d, o) in enumerate(zip(reference, default, ours)):
-        assert o.dtype == r.dtype and o.shape == r.shape
-        np.testing.assert_array_equal(o, r, err_msg=f"output {k} vs LiteRT reference kernels")
-        gap = np.abs(o.astype(np.int64) - d.astype(np.int64)).max(initial=0)
-        assert gap <= (0 if exact_default else 1), f"output {k}: {gap} quanta from LiteRT's default kernels"
+        e, n = (d, r) if follows_default else (r, d)
+        assert o.dtype == e.dtype and o.shape == e.shape
+        np.testing.assert_array_equal(o, e, err_msg=f"output {k} vs LiteRT's {exact} kernels")
+        gap = np.abs(o.astype(np.int64) - n.astype(np.int64)).max(initial=0)
+        assert gap <= (0 if exact_default else 1), f"output {k}: {gap} quanta from LiteRT's {near} kernels"
 
 
 # -- fixed point ------------------------------------------------------------------------------

@@ -46,6 +46,15 @@ def round_half_away(x: np.ndarray | float) -> np.ndarray:
     return np.copysign(np.floor(np.abs(x) + x.dtype.type(0.5)), x)
 
 
+def float_to_int32(x: np.ndarray) -> np.ndarray:
+    """C++ ``static_cast<int32_t>`` of float values as compiled for x86 (int64 array): toward
+    zero, and INT32_MIN for a value out of int32's range, infinities and NaN (cvttss2si's
+    "integer indefinite"), where LiteRT's table builders cast without a check."""
+    x = np.asarray(x)
+    fits = np.abs(x) < x.dtype.type(2**31)
+    return np.where(fits, np.trunc(np.where(fits, x, 0)).astype(np.int64), np.int64(INT32_MIN))
+
+
 def _quantize_one(real: float, single_rounding: bool) -> tuple[int, int]:
     if real == 0.0:
         return 0, 0
@@ -105,6 +114,20 @@ def rounding_divide_by_pot(x: np.ndarray, exponent: int | np.ndarray) -> np.ndar
     remainder = x64 & mask
     threshold = (mask >> 1) + (x64 < 0)
     return ((x64 >> e) + (remainder > threshold)).astype(np.int32)
+
+
+def rounding_divide_by_pot_any(x: np.ndarray, exponent: np.ndarray) -> np.ndarray:
+    """RoundingDivideByPOT for any exponent >= 0, as LiteRT's x86 wheels compute one beyond
+    gemmlowp's asserted [0, 31] (asserts are compiled out): the int32 shift takes the exponent
+    mod 32 (``x >> 32`` is ``x``), the 64-bit mask ``(1ll << e) - 1`` truncated to int32 is -1.
+    So a quotient too small to show is not 0 but the unshifted value: quantized DIV of a small
+    dividend by a large divisor saturates in LiteRT, and numlite with it."""
+    x64 = np.asarray(x).astype(np.int64)
+    e = np.asarray(exponent).astype(np.int64)
+    mask = _wrap_int32((np.int64(1) << (e & 63)) - 1).astype(np.int64)
+    remainder = x64 & mask
+    threshold = (mask >> 1) + (x64 < 0)
+    return ((x64 >> (e & 31)) + (remainder > threshold)).astype(np.int32)
 
 
 def _wrap_int32(x: np.ndarray) -> np.ndarray:
@@ -357,6 +380,21 @@ def count_leading_zeros32(x: np.ndarray) -> np.ndarray:
     u = np.asarray(x).astype(np.int64) & 0xFFFFFFFF
     _, exponent = np.frexp(u.astype(np.float64))  # exact: u < 2**53
     return np.where(u == 0, 32, 32 - exponent).astype(np.int64)
+
+
+def count_leading_sign_bits32(x: np.ndarray) -> np.ndarray:
+    """CountLeadingSignBits of int32 values: the bits after the sign bit equal to it (31 for 0 and -1)."""
+    x = np.asarray(x).astype(np.int64)
+    return count_leading_zeros32(np.where(x < 0, ~x, x)) - 1
+
+
+def get_reciprocal(x: np.ndarray, integer_digits: int) -> tuple[np.ndarray, np.ndarray]:
+    """LiteRT's GetReciprocal of positive int32 ``x`` read with ``integer_digits`` integer bits:
+    ``1 / x`` as a Q0.31 raw value and the number of bits of ``x`` above 1.0."""
+    x = np.asarray(x).astype(np.int64)
+    headroom_plus_one = count_leading_zeros32(x)
+    shifted_minus_one = _wrap_int32(((x << headroom_plus_one) & 0xFFFFFFFF) - (1 << 31))
+    return one_over_one_plus_x_for_x_in_0_1(shifted_minus_one), integer_digits - headroom_plus_one
 
 
 def inv_sqrt_multiplier(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -9,17 +9,26 @@ and double), eval applies ``numlite.kernels.fixed_point`` vectorised over int32/
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from numlite.errors import InvalidInputError
 from numlite.kernels.base import Kernel, Spec, TensorInfo, broadcast_shape, has_scale, register
 from numlite.kernels.clamp import clip_ufunc
 from numlite.kernels.fixed_point import (
     activation_range,
     inv_sqrt_multiplier,
     dtype_range,
+    count_leading_sign_bits32,
+    float_to_int32,
+    get_reciprocal,
     multiply_by_quantized_multiplier as mbqm,
+    multiply_by_quantized_multiplier_int64 as mbqm64,
     quantize_multiplier,
     round_half_away,
+    rounding_divide_by_pot_any,
+    saturating_rounding_doubling_high_mul,
 )
 from numlite.kernels.scratchpad import ScratchUser
 
@@ -71,6 +80,16 @@ class QuantizedKernel(Kernel):
             raise self.fail(f"inputs have different dtypes: {a.dtype.name} and {b.dtype.name}")
         return a, b
 
+    def unary_params(self, ins, dtypes: tuple) -> tuple[TensorInfo, np.float32, int, np.float32, int]:
+        """The one input of an element-wise op (of ``dtypes``) and the per-tensor ``(scale,
+        zero_point)`` of it and of the output (of its dtype)."""
+        self.expect_inputs(ins, 1)
+        (x,) = ins
+        self.expect_quantized_dtype(x, *dtypes)
+        s, z = self.per_tensor(x)
+        so, zo = self.output_params(x.dtype)
+        return x, s, z, so, zo
+
     def expect_quantized_dtype(self, t: TensorInfo, *allowed: np.dtype) -> None:
         if t.dtype not in allowed:
             names = ", ".join(np.dtype(a).name for a in allowed)
@@ -89,7 +108,8 @@ def _clamp_into(values: np.ndarray, low: int, high: int, out: np.ndarray) -> Non
 @register("QUANTIZE")
 class Quantize(QuantizedKernel):
     """float32 -> int8/uint8/int16 (round half away from zero of ``x / scale``, plus the zero
-    point, saturated), or integer -> integer requantization with another scale/zero point."""
+    point, saturated; per channel too, with one scale and zero point along the output's
+    ``quantized_dimension``), or integer -> integer requantization with another scale/zero point."""
 
     def prepare(self, ins):
         self.expect_inputs(ins, 1)
@@ -97,8 +117,12 @@ class Quantize(QuantizedKernel):
         out = self.output()
         if out.dtype not in (INT8, UINT8, INT16):
             raise self.fail(f"output {out.name!r} has dtype {out.dtype.name}; supported: int8, uint8, int16")
-        self.out_scale, self.out_zp = self.per_tensor(out, "output")
         self.range = dtype_range(out.dtype)
+        if x.dtype == np.float32 and has_scale(out) and len(out.quantization.scale) > 1:
+            self._prepare_per_channel(x, out)
+            return [Spec(x.shape, out.dtype)]
+        self.per_channel = False
+        self.out_scale, self.out_zp = self.per_tensor(out, "output")
         if x.dtype == np.float32:
             self.requantize = False
         elif x.dtype in (INT8, UINT8, INT16):
@@ -110,8 +134,31 @@ class Quantize(QuantizedKernel):
             raise self.fail(f"input {x.name!r} has dtype {x.dtype.name}; supported: float32, int8, uint8, int16")
         return [Spec(x.shape, out.dtype)]
 
+    def _prepare_per_channel(self, x: TensorInfo, out: TensorInfo) -> None:
+        """LiteRT's PerChannelQuantize: scales along ``quantized_dimension``, one zero point each
+        (or the first one for all when fewer are given)."""
+        q = out.quantization
+        scale = np.asarray(q.scale, F32)
+        zp = np.asarray(q.zero_point if q.zero_point is not None and len(q.zero_point) else [0], np.int64)
+        if len(zp) != len(scale):
+            zp = np.full(len(scale), zp[0])
+        dim = int(q.quantized_dimension)
+        if not 0 <= dim < len(x.shape) or x.shape[dim] != len(scale):
+            raise self.fail(f"output {out.name!r} has {len(scale)} scales along dimension {dim}, "
+                            f"which does not fit shape {x.shape}")
+        view = [1] * len(x.shape)
+        view[dim] = len(scale)
+        self.per_channel, self.requantize = True, False
+        self.out_scale, self.out_zp = scale.reshape(view), zp.reshape(view)
+
     def eval(self, ins, outs):
         x, out = ins[0], outs[0]
+        if self.per_channel:
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                # int32 of the rounded float quotient (INT32_MIN when out of range, as on x86)
+                values = float_to_int32(round_half_away(np.divide(x, self.out_scale, dtype=F32))) + self.out_zp
+            _clamp_into(values, *self.range, out)
+            return
         if self.requantize:
             values = mbqm(x.astype(np.int32) - np.int32(self.in_zp), self.mult, self.shift).astype(np.int64) + self.out_zp
         else:
@@ -241,6 +288,74 @@ class QuantizedMul(PairTable, QuantizedKernel):
         _clamp_into(np.broadcast_to(values, out.shape).copy(), *self.range, out)
 
 
+@register("DIV", quantized=True)
+class QuantizedDiv(PairTable, QuantizedKernel):
+    """``(a - za) / (b - zb)`` as LiteRT's DivElementwise: the divisor's fixed-point reciprocal
+    (GetReciprocal), the dividend shifted to its headroom and multiplied by it, rescaled by
+    ``sa / (sb * so)`` (float arithmetic, then double), plus ``zo``, clamped to the activation.
+    A divisor equal to its zero point fails at invoke, as in LiteRT."""
+
+    def prepare(self, ins):
+        a, b = self.same_dtype_pair(ins)
+        (s1, self.z1), (s2, self.z2) = self.per_tensor(a), self.per_tensor(b)
+        so, self.zo = self.output_params(a.dtype)
+        self.mult, self.shift = quantize_multiplier(float(s1 / (s2 * so)))
+        self.range = activation_range(self.activation_code(), so, self.zo, a.dtype)
+        shape = broadcast_shape(a.shape, b.shape)
+        self.plan_table(a.dtype, shape)  # the pairs with b == zb give garbage, never read
+        return [Spec(shape, a.dtype)]
+
+    def compute(self, a, b, out):
+        a = a.astype(np.int64) - self.z1
+        b = b.astype(np.int64) - self.z2
+        a = np.where(b < 0, -a, a)  # a positive divisor: its reciprocal is a multiplier
+        b = np.where(b == 0, 1, np.abs(b))
+        inverse, recip_shift = get_reciprocal(b, 31)
+        headroom = count_leading_sign_bits32(a)
+        unscaled = mbqm(a, inverse, headroom)
+        total_shift = self.shift - recip_shift - headroom  # below -31 for small quotients
+        left = np.maximum(total_shift, 0)
+        high = saturating_rounding_doubling_high_mul(_wrap32(unscaled.astype(np.int64) << left), self.mult)
+        values = rounding_divide_by_pot_any(high, np.maximum(-total_shift, 0)).astype(np.int64) + self.zo
+        _clamp_into(np.broadcast_to(values, out.shape).copy(), *self.range, out)
+
+    def eval(self, ins, outs):
+        if np.any(ins[1] == self.z2):
+            raise InvalidInputError(f"DIV by zero: the divisor holds its zero point {self.z2}")
+        super().eval(ins, outs)
+
+
+@register("SQUARED_DIFFERENCE", quantized=True)
+class QuantizedSquaredDifference(PairTable, QuantizedKernel):
+    """int8 ``(a - b)**2`` as LiteRT's squared_difference.cc: both inputs shifted left 7 bits and
+    rescaled to twice the larger input scale, their difference squared, rescaled by ``(2 max
+    scale)**2 / (2**14 so)``, plus ``zo``, saturated. LiteRT has no uint8 or int16 form."""
+
+    left_shift = 7
+
+    def prepare(self, ins):
+        a, b = self.same_dtype_pair(ins)
+        if a.dtype != INT8:
+            raise self.fail(f"quantized SQUARED_DIFFERENCE takes int8 inputs, got {a.dtype.name}")
+        (s1, z1), (s2, z2) = self.per_tensor(a), self.per_tensor(b)
+        so, self.zo = self.output_params(a.dtype)
+        twice_max = float(F32(2) * max(s1, s2))  # float, then double
+        self.inputs_params = ((z1, *quantize_multiplier(float(s1) / twice_max)),
+                              (z2, *quantize_multiplier(float(s2) / twice_max)))
+        self.out_mult = quantize_multiplier(twice_max * twice_max / float(F32(1 << 2 * self.left_shift) * so))
+        self.range = dtype_range(a.dtype)
+        shape = broadcast_shape(a.shape, b.shape)
+        self.plan_table(a.dtype, shape)
+        return [Spec(shape, a.dtype)]
+
+    def compute(self, a, b, out):
+        scaled = [mbqm((x.astype(np.int32) - np.int32(z)) * np.int32(1 << self.left_shift), m, sh)
+                  for x, (z, m, sh) in zip((a, b), self.inputs_params)]
+        diff = scaled[0].astype(np.int64) - scaled[1]
+        values = mbqm(_wrap32(diff * diff), *self.out_mult).astype(np.int64) + self.zo
+        _clamp_into(np.broadcast_to(values, out.shape).copy(), *self.range, out)
+
+
 # ----------------------------------------------------------------------------- activations
 
 
@@ -257,11 +372,7 @@ class QuantizedUnary(QuantizedKernel):
     tabulate = True
 
     def prepare(self, ins):
-        self.expect_inputs(ins, 1)
-        (x,) = ins
-        self.expect_quantized_dtype(x, *self.dtypes)
-        s, z = self.per_tensor(x)
-        so, zo = self.output_params(x.dtype)
+        x, s, z, so, zo = self.unary_params(ins, self.dtypes)
         self.range = dtype_range(x.dtype)
         self.setup(s, z, so, zo, x.dtype)
         self.__dict__.pop("eval", None)  # the class's arithmetic, unless tabulated below
@@ -323,6 +434,12 @@ class QuantizedReluN1To1(QuantizedReluX):
     low, high = -1.0, 1.0
 
 
+@register("RELU_0_TO_1", quantized=True)
+class QuantizedRelu0To1(QuantizedReluX):
+    dtypes = EIGHT_BIT  # LiteRT has no int16 form
+    low, high = 0.0, 1.0
+
+
 @register("LEAKY_RELU", quantized=True)
 class QuantizedLeakyRelu(QuantizedUnary):
     """Identity multiplier for ``x >= zp``, ``alpha`` multiplier below (float products as in
@@ -343,7 +460,7 @@ class QuantizedLeakyRelu(QuantizedUnary):
         _clamp_into(values, *self.range, outs[0])
 
 
-def _lut_8bit(dtype: np.dtype, s, z, so, zo, transform) -> np.ndarray:
+def lut_8bit(dtype: np.dtype, s, z, so, zo, transform) -> np.ndarray:
     """LiteRT's LUTPopulate for 8-bit types: each possible input dequantized (float), transformed,
     divided by the output scale (as a product with its float inverse), rounded, saturated.
     Indexed by the input's byte (``x.view(uint8)``)."""
@@ -352,8 +469,10 @@ def _lut_8bit(dtype: np.dtype, s, z, so, zo, transform) -> np.ndarray:
     dequantized = s * (values - np.int32(z)).astype(F32)
     transformed = transform(dequantized).astype(F32)
     inverse = F32(1) / so
-    rescaled = round_half_away(transformed * inverse).astype(F32)
-    quantized = np.clip((rescaled + F32(zo)).astype(np.int64), qmin, qmax)
+    with np.errstate(invalid="ignore"):
+        rescaled = round_half_away(transformed * inverse).astype(F32) + F32(zo)
+    # an entry out of int32's range (inf) becomes INT32_MIN, so saturates to the minimum
+    quantized = np.clip(float_to_int32(rescaled), qmin, qmax)
     table = np.empty(256, dtype)
     table[values.astype(dtype).view(np.uint8)] = quantized.astype(dtype)
     return table
@@ -431,7 +550,7 @@ class QuantizedLut(QuantizedUnary):
         if dtype == INT16:
             self._setup_int16(s, z, so, zo)
         else:
-            self.table = _lut_8bit(dtype, s, z, so, zo, type(self).transform)
+            self.table = lut_8bit(dtype, s, z, so, zo, type(self).transform)
 
     def _setup_int16(self, s, z, so, zo) -> None:
         _expect_symmetric_int16(self, z, zo, INT16)
@@ -766,27 +885,22 @@ class QuantizedMean(QuantizedReducer):
 
 @register("SUM", quantized=True)
 class QuantizedSum(QuantizedReducer):
-    """LiteRT's default SUM kernel: with other output parameters, int8 sums rescale through
-    float, ``round(sum * s / so - z * s / so * count) + zo``; with equal parameters the result
-    is the int32 sum itself. Either saturates to the type. uint8 sums with other output
-    parameters follow LiteRT's reference kernel instead (all integer: ``sum - count * z`` times
-    the fixed-point multiplier of ``s / so``, plus ``zo``, saturated; within one quantum of the
-    float rescaling).
+    """LiteRT's default SUM kernel (optimized QuantizedMeanOrSum): with other output parameters
+    the int32 sum rescales through float, ``round(sum * s / so - z * s / so * count) + zo``
+    (int8, uint8 and int16 alike); with equal parameters the result is the int32 sum itself.
+    Either saturates to the type.
 
     Not the reference kernel: ai-edge-litert 2.3's BUILTIN_REF SUM of int8/int16 tensors gives
     erratic values (an all-zero int16 input sums to 0, the same input with one nonzero element
-    gives -23105 in unrelated outputs; tests/test_quantized_ops.py shows it), so numlite follows
-    the default kernels bit for bit."""
+    gives -23105 in unrelated outputs; tests/test_quantized_ops.py shows it), and its uint8 SUM
+    rescales in integers (within one quantum of this); numlite follows the default kernels bit
+    for bit."""
 
     def plan(self, x):
         self.same = (self.s, self.z) == (self.so, self.zo)
-        if self.dtype == INT16 and not self.same:
-            raise self.fail("int16 SUM needs equal input and output quantization")
-        # uint8 rescaling SUM: LiteRT's reference kernel is sound there (deterministic), and
-        # integer: MEAN's fixed-point rescaling without the division by the count
-        self.integer = self.dtype == UINT8 and not self.same
-        if self.integer:
-            self.mult, self.shift = quantize_multiplier(float(self.s) / float(self.so))  # double division
+        self.scale = self.s / self.so  # float division, float arithmetic
+        # -zero_point * scale * count: int times float, then times the count as a float
+        self.bias = F32(-self.z) * self.scale * F32(self.count)
 
     def eval(self, ins, outs):
         x, out = ins[0], outs[0]
@@ -794,15 +908,44 @@ class QuantizedSum(QuantizedReducer):
         if self.same:  # LiteRT's default kernel saturates the sum
             _clamp_into(sums.reshape(out.shape).astype(np.int64), *self.range, out)
             return
-        if self.integer:
-            shifted = _wrap32(sums.astype(np.int64) - self.z * self.count)
-            values = mbqm(shifted, self.mult, self.shift).astype(np.int64) + self.zo
-            _clamp_into(values.reshape(out.shape), *self.range, out)
-            return
-        scale = self.s / self.so  # float division, float arithmetic
-        bias = F32(-self.z) * scale * F32(self.count)
-        value = round_half_away(sums.astype(F32) * scale + bias).astype(np.int64) + self.zo
+        value = round_half_away(sums.astype(F32) * self.scale + self.bias).astype(np.int64) + self.zo
         _clamp_into(value.reshape(out.shape), *self.range, out)
+
+
+@register("REDUCE_PROD", quantized=True)
+class QuantizedReduceProd(QuantizedReducer):
+    """LiteRT's QuantizedReduceProd (int8, int16): each output starts at its first ``x - z`` and
+    takes the next values in the input's order, ``MBQM64(product * (x - z))`` after each, then
+    once more at the end, plus ``zo``, saturated. The multiplier is ``s / so**(1 / count)``
+    (double), so ``count`` rescalings give ``s**count / so``. No axes: a copy."""
+
+    def prepare(self, ins):
+        if ins and ins[0] is not None and ins[0].dtype == UINT8:
+            raise self.fail("quantized REDUCE_PROD takes int8 or int16 inputs, not uint8")
+        return super().prepare(ins)
+
+    def plan(self, x):
+        self.mult, self.shift = 0, 0
+        if self.count > 0:
+            self.mult, self.shift = (int(v) for v in quantize_multiplier(
+                float(self.s) / math.pow(float(self.so), 1.0 / self.count)))
+
+    def eval(self, ins, outs):
+        x, out = ins[0], outs[0]
+        if not self.axes:
+            out[...] = x.reshape(out.shape)
+            return
+        if x.size == 0:
+            out.fill(0)  # LiteRT leaves such an output unwritten
+            return
+        kept = [a for a in range(x.ndim) if a not in self.axes]
+        # reduced values of each output in the input's (row-major) order, as LiteRT reads them
+        rows = np.transpose(x, kept + sorted(self.axes)).reshape(-1, self.count).astype(np.int64) - self.z
+        product = rows[:, 0]
+        for k in range(1, self.count):
+            product = mbqm64(product * rows[:, k], self.mult, self.shift).astype(np.int64)
+        values = mbqm64(product, self.mult, self.shift).astype(np.int64) + self.zo
+        _clamp_into(values.reshape(out.shape), *self.range, out)
 
 
 # ----------------------------------------------------------------------------- L2_NORMALIZATION
