@@ -65,7 +65,7 @@ class ModelSpec:
     dynamic_batch: bool
     stateful: bool
     input_names_kind: str = "input tensor"
-    extra: dict[str, Any] = field(default_factory=dict)
+    output_quantization: dict[str, tuple[float, int]] = field(default_factory=dict)  # name: (scale, zero point)
 
     @classmethod
     def of(cls, model: Model, signature: str | None = None) -> "ModelSpec":
@@ -81,11 +81,18 @@ class ModelSpec:
         if sigs:
             sig = sigs[signature] if signature is not None else next(iter(sigs.values()))
             sg = model.subgraphs[sig.subgraph_index]
-            in_items, out_names, key = list(sig.inputs.items()), list(sig.outputs), sig.key
+            in_items, out_items, key = list(sig.inputs.items()), list(sig.outputs.items()), sig.key
         else:
             sg = model.subgraphs[0]
             in_items = [(sg.tensors[i].name, i) for i in sg.inputs]
-            out_names, key = [sg.tensors[i].name for i in sg.outputs], None
+            out_items, key = [(sg.tensors[i].name, i) for i in sg.outputs], None
+        out_names = [n for n, _ in out_items]
+        scales = {}  # quantized outputs: real = scale * (q - zero_point), to compare them with float ones
+        for name, i in out_items:
+            q = sg.tensors[i].quantization
+            if q is not None and q.scale is not None and len(q.scale) == 1 and float(q.scale[0]) != 0.0:
+                zero = int(q.zero_point[0]) if q.zero_point is not None and len(q.zero_point) else 0
+                scales[name] = (float(q.scale[0]), zero)
         inputs = []
         for name, i in in_items:
             t = sg.tensors[i]
@@ -97,7 +104,7 @@ class ModelSpec:
             t.is_variable for g in model.subgraphs for t in g.tensors
         )
         return cls(inputs, out_names, key, batch_axis, dynamic, stateful,
-                   "signature input" if key is not None else "input tensor")
+                   "signature input" if key is not None else "input tensor", scales)
 
     def example_rank(self, spec: InputSpec) -> int:
         return len(spec.signature) - (1 if self.batch_axis else 0)

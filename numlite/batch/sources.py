@@ -211,7 +211,8 @@ def _headers(path: str) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
 
 def _npy_header(f: Any) -> tuple[tuple[int, ...], np.dtype]:
     version = np.lib.format.read_magic(f)
-    shape, _, dtype = np.lib.format._read_array_header(f, version)  # the header alone, no data
+    read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    shape, _, dtype = read(f)  # the header alone, no data
     return tuple(shape), np.dtype(dtype)
 
 
