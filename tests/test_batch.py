@@ -364,6 +364,32 @@ def test_cli_predict_and_compare(tmp_path, capsys):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_cli_compare_dequantizes_a_quantized_model(tmp_path, capsys):
+    """An int8-output file against the float one: compared as the real numbers they stand for."""
+    rng = np.random.default_rng(5)
+    specs = [S([None, 8], tf.float32)]
+    softmax = lambda x: tf.nn.softmax(tf.matmul(x, W))  # noqa: E731
+    calibration = [[rng.uniform(-2, 2, (1, 8)).astype(np.float32)] for _ in range(30)]
+    quantized = convert(softmax, specs, key="batch-int8", optimizations=[tf.lite.Optimize.DEFAULT],
+                        representative_dataset=lambda: iter(calibration), inference_output_type=tf.int8)
+    (tmp_path / "q.tflite").write_bytes(quantized)
+    (tmp_path / "f.tflite").write_bytes(convert(softmax, specs, key="batch-float"))
+    x = rng.uniform(-2, 2, (N, 8)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    argv = ["predict", str(tmp_path / "q.tflite"), str(tmp_path / "x.npy"), "--compare", str(tmp_path / "f.tflite"),
+            "--workers", "0"]  # fmt: skip
+    assert cli_main(argv) == 0
+    report = capsys.readouterr().out
+    (q,), (f,) = run_litert(quantized, [x]), run_litert(convert(softmax, specs, key="batch-float"), [x])
+    assert q.dtype == np.int8
+    detail = numlite.Interpreter(model_content=quantized).get_output_details()[0]
+    scale, zero = detail["quantization"]
+    diff = np.abs((q.astype(np.float64) - zero) * scale - f)
+    assert diff.max() < 0.5  # dequantized: int8 codes against probabilities would differ by up to 128
+    name = detail["name"]
+    assert f"output {name}: {N} examples, max abs diff {diff.max():.3g}, mean abs diff {diff.mean():.3g}" in report
+
+
 def test_cli_errors_are_one_line(tmp_path, capsys, monkeypatch):
     model_path = tmp_path / "m.tflite"
     model_path.write_bytes(dynamic_model())
