@@ -295,7 +295,7 @@ class Interrupt(Exception):
 @pytest.mark.parametrize("suffix", [".npz", ".parquet"])
 def test_resume_after_an_interruption_gives_the_same_file(suffix, tmp_path):
     model, data = dynamic_model(), examples()
-    options = dict(workers=0, batch_size=4, chunk_size=4)
+    options = dict(workers=0, batch_size=4, chunk_size=4, flush_seconds=0)  # written after every chunk
     full = tmp_path / f"full{suffix}"
     batch.predict_to_file(model, data, full, **options)
     expected = list(iter_results(full))
@@ -325,6 +325,12 @@ def test_resume_after_an_interruption_gives_the_same_file(suffix, tmp_path):
     assert_identical(list(iter_results(out)), per_example(model, data, rows=4))
     with pytest.raises(numlite.InvalidInputError, match="cannot resume: the file was written with another batch_size"):
         batch.predict_to_file(model, data, out, resume=True, workers=0, batch_size=2, chunk_size=4)
+    # With the default flushing, an interruption still keeps every chunk computed before it.
+    out = tmp_path / f"late{suffix}"
+    seen.clear()
+    with pytest.raises(Interrupt):
+        batch.predict_to_file(model, data, out, on_chunk=stop_after_two, workers=0, batch_size=4, chunk_size=4)
+    assert [r.index for r in iter_results(out)] == list(range(8))
 
 
 # ----------------------------------------------------------------------------- command line

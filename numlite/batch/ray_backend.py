@@ -13,6 +13,7 @@ Ray is imported only here, so ``numlite.batch`` imports without it.
 
 from __future__ import annotations
 
+import logging
 import pickle
 import re
 from typing import TYPE_CHECKING, Any, Iterator
@@ -42,12 +43,16 @@ def ensure_ray(address: str | None, workers: int) -> Any:
     one for Ray Data's own tasks) when none is running."""
     ray = _ray()
     if not ray.is_initialized():
+        # Ray started here logs warnings only: its INFO lines (dataset plans, start-up) would
+        # bury numlite predict's progress. A caller who initialised Ray keeps its own settings.
+        quiet = dict(log_to_driver=False, logging_level=logging.WARNING)
+        logging.getLogger("ray.data").setLevel(logging.WARNING)
         if address is not None:
-            ray.init(address=address, log_to_driver=False)
+            ray.init(address=address, **quiet)
         else:
             from numlite.batch.engine import default_workers
 
-            ray.init(num_cpus=max(default_workers(), workers) + 1, include_dashboard=False, log_to_driver=False)
+            ray.init(num_cpus=max(default_workers(), workers) + 1, include_dashboard=False, **quiet)
     context = ray.data.DataContext.get_current()
     context.execution_options.preserve_order = True  # results in input order
     context.enable_progress_bars = False  # numlite predict draws its own

@@ -2,6 +2,9 @@
 
 Two formats, chosen by the path's suffix:
 
+Each :meth:`Store.write` call writes one chunk (whatever results it is given, in order; the
+caller decides how often: see ``predict_to_file``).
+
 ``.npz`` (a zip of ``.npy`` members, ``np.load`` reads it): a ``meta`` member (JSON text: format
 version, the model's SHA-256, signature, output names, batch and chunk sizes), then per chunk
 ``c000000.out0`` ... (each output of the chunk's successful examples, stacked; when their
