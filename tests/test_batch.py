@@ -451,3 +451,7 @@ def test_ray_backend_bit_for_bit(ray_local, tmp_path):
     ds = ray_local.data.from_items([{k: v[i] for k, v in data.items()} for i in range(N)])
     results = list(batch.predict(fixed_model(), ds, backend="ray", workers=2, chunk_size=8))
     assert_identical(results, per_example(fixed_model(), data))
+    # A generator of feed dicts (read whole first with Ray, then indexed like a list or arrays).
+    feeds = ({k: v[i] for k, v in data.items()} for i in range(N))
+    results = list(batch.predict(dynamic_model(), feeds, backend="ray", workers=2, batch_size=4))
+    assert_identical(results, per_example(dynamic_model(), data, rows=4))

@@ -109,7 +109,7 @@ def run(job: "Job", start: int) -> Iterator[list[Result]]:
     if job.source is None:
         yield from _run_dataset(ray, job, model_ref, start, options)
         return
-    source = job.source if job.source.indexable else ListSource(list(job.source.stream()))  # a generator: read whole
+    source = job.source if job.source.indexable else ListSource([item for _, item in job.source.stream()])  # read whole
     total, size = source.length, job.chunk_size
     if start >= total:
         return
