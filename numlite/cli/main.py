@@ -7,6 +7,8 @@
     numlite bench MODEL [--runs N] [--warmup N] [--threads N[,N...]] [--seed N] [--json out.json]
     numlite convert SOURCE [-o OUT.tflite] [--signature KEY ...] [--no-safe-mode]
     numlite convert MODEL.pb --inputs A,B --outputs C [--input-shapes A:1,3;B:-1,4] [-o OUT.tflite]
+    numlite predict MODEL INPUTS... -o OUT.npz|OUT.parquet [--workers N] [--batch-size N] [--resume]
+                    [--compare OTHER [--plot FILE.png]] [--ray [ADDRESS]]   (numlite.batch.cli)
 
 Errors that numlite raises on purpose (a malformed model, an unsupported op, an input of the
 wrong shape) and problems with the command's own files are printed as one ``error: ...`` line
@@ -131,6 +133,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="Keras file: run the Python code of its Lambda layers to load them (Keras's safe_mode=False; "
                         "only for a file you trust)")
     p.set_defaults(handler=_cmd_convert)
+
+    from numlite.batch.cli import add_parser as add_predict  # the command's code lives in numlite.batch
+
+    add_predict(commands, _positive, _non_negative)
     return parser
 
 
