@@ -243,7 +243,7 @@ def test_stateful_lstm_continues_across_invokes(stateful):
 
 def test_stateful_lstm_resets(stateful):
     """numlite's reset_all_variables restores the state the model was converted with (zeros
-    here), like Keras's reset_states. (LiteRT's keeps resource variables, as the README says; a
+    here), like Keras's reset_states. (LiteRT's keeps resource variables, as docs/fusions.md says; a
     fresh LiteRT interpreter starts from the initial state.)"""
     model, layer, data = stateful
     xs = [seeded_values((2, STEPS, FEATURES), tf.float32, seed) for seed in range(3)]
