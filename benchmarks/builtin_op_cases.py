@@ -545,6 +545,8 @@ for op in ("UNSORTED_SEGMENT_SUM", "UNSORTED_SEGMENT_MAX", "UNSORTED_SEGMENT_MIN
     case(op, "f32", [x(f32((5, 2))), x(i32(2, 0, 0, 2, 1)), k(np.int32(4))], [out(F32)])
     case(op, "i32-empty-segment", [x(ints((4, 3), I32, -9, 9)), k(i32(3, 0, 3, 1)), k(np.int32(5))], [out(I32)])
     case(op, "f32-r2-ids", [x(f32((2, 2, 3))), k(np.array([[1, 0], [1, 1]], np.int32)), k(np.int32(2))], [out(F32)])
+    case(op, "i32-ids-full-shape-negative", [x(ints((2, 3), I32, -9, 9)), x(np.array([[0, -1, 2], [2, 0, 0]], np.int32)),
+         k(i32(4))], [out(I32)])
 case("BUCKETIZE", "f32-boundaries", [x(np.array([-1, -1.5, 0, 0.25, 0.5, 2, 3, -0.0], np.float32))], [out(I32)],
      {"boundaries": [-1.0, 0.0, 0.5, 2.0]})
 case("BUCKETIZE", "i32", [x(ints((2, 3), I32, -5, 5))], [out(I32)], {"boundaries": [-2.0, 1.0, 3.0]})
