@@ -953,6 +953,10 @@ for combiner, name in ((0, "sum"), (1, "mean"), (2, "sqrtn")):
     case("EMBEDDING_LOOKUP_SPARSE", f"f32-{name}", [*SPARSE_IDS, k(f32((4, 3)))], [out(F32)], {"combiner": combiner})
 case("EMBEDDING_LOOKUP_SPARSE", "f32-r3-params-empty-row", [x(i32(1, 0)), x(np.array([[0, 0], [2, 1]], np.int32)),
      k(i32(3, 2)), x(f32((2,), 0.5, 2)), k(f32((2, 2, 2)))], [out(F32)], {"combiner": 0})
+# Rank-3 indices (a 2x2 grid of slots), and a slot named again after another (LiteRT divides per run).
+case("EMBEDDING_LOOKUP_SPARSE", "f32-mean-r3-indices-slot-revisited", [x(i32(2, 0, 1, 3, 0)),
+     x(np.array([[1, 0, 0], [0, 1, 0], [0, 1, 1], [1, 0, 1], [0, 1, 2]], np.int32)), k(i32(2, 2, 3)),
+     x(f32((5,), 0.5, 2, 1)), k(f32((4, 3), seed=1))], [out(F32)], {"combiner": 1})
 case("HASHTABLE_LOOKUP", "f32-values", [x(i32(5, 2, 9, 2)), k(i32(1, 2, 5)), k(f32((3, 2)))], [out(F32), out(U8)])
 case("HASHTABLE_LOOKUP", "i32-values-r1", [x(i32(7, 3)), k(i32(3, 7)), k(i32(30, 70))], [out(I32), out(U8)])
 case("HASHTABLE_LOOKUP", "string-values", [x(i32(4, 1)), k(i32(1, 4)), k(np.array([b"one", b"four"], object))],
