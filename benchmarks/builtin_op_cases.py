@@ -963,10 +963,23 @@ case("HASHTABLE_LOOKUP", "string-values", [x(i32(4, 1)), k(i32(1, 4)), k(np.arra
      [out(object, type="STRING"), out(U8)])
 case("LSH_PROJECTION", "sparse", [k(f32((3, 2), seed=1)), x(ints((4, 2), I32, -9, 9))], [out(I32)], {"type": 1})
 case("LSH_PROJECTION", "dense-weighted", [k(f32((2, 3), seed=2)), x(f32((3, 2))), x(f32((3,), seed=3))], [out(I32)], {"type": 2})
+# Each hashed key is the 4 seed bytes and one input row: rows of 1, 16, 40 and 124 bytes take
+# farmhash's 4-7, 17-32, 33-64 and looping (> 64) paths; 4x8 seeds give 32 bits to match each.
+for rows, name in ((ints((3, 1), I8), "i8-key5"), (f32((2, 4), seed=4), "f32-key20"), (f32((2, 10), seed=5), "f32-key44"),
+                   (ints((2, 124), U8, seed=6), "u8-key128")):
+    case("LSH_PROJECTION", f"dense-{name}", [k(f32((4, 8), seed=name)), x(rows), x(f32((rows.shape[0],), -1, 1, name))],
+         [out(I32)], {"type": 2})
+case("LSH_PROJECTION", "sparse-weighted-f32-key164", [k(f32((3, 10), seed=7)), x(f32((2, 40), seed=8)), x(f32((2,), seed=9))],
+     [out(I32)], {"type": 1})
 case("SKIP_GRAM", "bigrams-skip1", [x(np.array([b"the quick brown fox"], object))], [out(object, type="STRING")],
      {"ngram_size": 2, "max_skip_size": 1, "include_all_ngrams": False})
 case("SKIP_GRAM", "all-ngrams", [x(np.array([b"a b c"], object))], [out(object, type="STRING")],
      {"ngram_size": 2, "max_skip_size": 0, "include_all_ngrams": True})
+# LiteRT's word split: runs of spaces and tabs; a first word after a leading space is dropped.
+case("SKIP_GRAM", "trigrams-skip2-odd-spaces", [x(np.array([b" one two\t\tthree  four five six "], object))],
+     [out(object, type="STRING")], {"ngram_size": 3, "max_skip_size": 2, "include_all_ngrams": False})
+case("SKIP_GRAM", "fewer-words-than-n", [x(np.array([b"just two"], object))], [out(object, type="STRING")],
+     {"ngram_size": 3, "max_skip_size": 1, "include_all_ngrams": True})
 case("CONCAT_EMBEDDINGS", "f32", [x(f32((2, 3))), x(f32((2, 2), seed=1))], [out(F32)],
      {"num_channels": 2, "num_columns_per_channel": [3, 2], "embedding_dim_per_channel": [1, 1]})
 case("DILATE", "f32-r2", [x(f32((2, 3))), k(i32(2, 3)), k(np.float32(-1))], [out(F32)])

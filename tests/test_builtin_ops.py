@@ -42,9 +42,6 @@ KNOWN_GAPS: dict[str, str] = {
     **_gaps("no HASHTABLE resource kernels (HASHTABLE, HASHTABLE_IMPORT, HASHTABLE_FIND, HASHTABLE_SIZE)",
             *(f"{op}-{form}" for op in ("HASHTABLE", "HASHTABLE_IMPORT", "HASHTABLE_FIND", "HASHTABLE_SIZE")
               for form in ("string-to-int64", "int64-to-string"))),
-    **_gaps("no LSH_PROJECTION kernel (it hashes with farmhash's Fingerprint64)", "LSH_PROJECTION-sparse",
-            "LSH_PROJECTION-dense-weighted"),
-    **_gaps("no SKIP_GRAM kernel (string n-grams)", "SKIP_GRAM-bigrams-skip1", "SKIP_GRAM-all-ngrams"),
 }
 
 
