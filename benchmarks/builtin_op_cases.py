@@ -880,6 +880,24 @@ def _table_model(key_string: bool) -> tuple[bytes, list[np.ndarray]]:
     return model(g)
 
 
+def _table_imported_twice() -> tuple[bytes, list[np.ndarray]]:
+    """A string -> int64 table imported from keys with a repeat (the first value stays), then
+    imported again (ignored: a table is filled once); 2-D keys to find, a two-element default
+    (its first element is used), the size."""
+    g = Graph()
+    handle, q = g.add(out(np.int32, type="RESOURCE")), g.add(x(np.array([[b"a", b"c"], [b"b", b""]], object)))
+    ks, vs = g.add(k(np.array([b"a", b"b", b"a"], object))), g.add(k(np.array([1, 2, 3], np.int64)))
+    ks2, vs2 = g.add(k(np.array([b"c"], object))), g.add(k(np.array([9], np.int64)))
+    d, found, size = g.add(k(np.array([-1, -2], np.int64))), g.add(out(np.int64)), g.add(out(np.int64))
+    g.op("HASHTABLE", [], [handle], {"table_id": 3, "key_dtype": 5, "value_dtype": 4})
+    g.op("HASHTABLE_IMPORT", [handle, ks, vs], [])
+    g.op("HASHTABLE_IMPORT", [handle, ks2, vs2], [])
+    g.op("HASHTABLE_FIND", [handle, q, d], [found])
+    g.op("HASHTABLE_SIZE", [handle], [size])
+    g.output(found, size)
+    return model(g)
+
+
 def custom_case(op: str, form: str, build: Callable[[], tuple[bytes, list[np.ndarray]]], **kw: Any) -> None:
     """A case whose model is not one op (control flow, resources): ``build`` makes it."""
     CASES.append(OpCase(op, form, build, **kw))
@@ -894,6 +912,7 @@ custom_case("CALL_ONCE", "init-variable", lambda: _variable_model(True))
 for op in ("HASHTABLE", "HASHTABLE_IMPORT", "HASHTABLE_FIND", "HASHTABLE_SIZE"):
     custom_case(op, "string-to-int64", lambda: _table_model(True))
     custom_case(op, "int64-to-string", lambda: _table_model(False))
+    custom_case(op, "string-to-int64-repeated-keys-imported-twice", _table_imported_twice)
 
 
 # ============================================================================= random, detection, complex

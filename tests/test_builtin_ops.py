@@ -39,9 +39,6 @@ KNOWN_GAPS: dict[str, str] = {
             "NOT_EQUAL-i16q"),
     "RNN-hybrid": "no hybrid (int8 weight) RNN kernel",
     **_gaps("no SVDF kernel", "SVDF-f32-rank1", "SVDF-f32-rank2-relu-no-bias", "SVDF-hybrid"),
-    **_gaps("no HASHTABLE resource kernels (HASHTABLE, HASHTABLE_IMPORT, HASHTABLE_FIND, HASHTABLE_SIZE)",
-            *(f"{op}-{form}" for op in ("HASHTABLE", "HASHTABLE_IMPORT", "HASHTABLE_FIND", "HASHTABLE_SIZE")
-              for form in ("string-to-int64", "int64-to-string"))),
 }
 
 
