@@ -46,7 +46,7 @@ from typing import Sequence
 import numpy as np
 
 from numlite.kernels.base import Kernel, Spec, TensorInfo, dot_into, register, scratch
-from numlite.kernels.hybrid import asymmetric_quantize, symmetric_quantize
+from numlite.kernels.hybrid import asymmetric_quantize, quantize_centered, symmetric_quantize
 
 FLOAT = np.dtype(np.float32)
 LN_EPSILON = np.float32(1e-8)  # LiteRT's MeanStddevNormalization constant
@@ -1172,6 +1172,66 @@ class RnnDirection:
             out[t, :, columns] = g
 
 
+class HybridRnnDirection(RnnDirection):
+    """A basic RNN direction with int8 weights (one scale each, zero point 0) and float32
+    input, bias and state, as LiteRT's hybrid RnnBatchStep: ``h = act(b + T(x, W) + T(h, W_h))``
+    where each term ``T(v, W)`` quantizes every batch row of ``v`` to int8 (symmetrically, or
+    with a zero point under ``asymmetric_quantize_inputs``), takes its exact integer dot
+    products with ``W`` and scales them in float32 by ``row_scale * weight_scale`` (that product
+    rounded first). Each addition rounds to float32 in this order."""
+
+    def __init__(self, kernel: Kernel, weights: int, recurrent: int, bias: int, state: int, asymmetric: bool) -> None:
+        super().__init__(kernel, weights, recurrent, bias, state)
+        self.asymmetric = asymmetric
+
+    def prepare(self, ins, n_input: int, batch: int, n_aux: int | None) -> None:
+        weights, recurrent, bias, state, _ = self.indices
+        self.scales = {}
+        for index in (weights, recurrent):
+            t = ins[index]
+            q = t.quantization
+            if t.dtype != np.int8 or q is None or q.scale is None or len(q.scale) != 1:
+                raise self.kernel.fail(f"hybrid RNN weights {t.name!r} (input {index}) must be int8 with one scale")
+            if q.zero_point is not None and np.any(np.asarray(q.zero_point) != 0):
+                raise self.kernel.fail(f"hybrid RNN weights {t.name!r} (input {index}) must be symmetric (zero point 0)")
+            self.scales[index] = np.float32(q.scale[0])
+        for index in (0, bias, state):
+            t = ins[index]
+            if t is not None and t.dtype != FLOAT:
+                raise self.kernel.fail(f"{t.name!r} (input {index}) is {t.dtype.name}; a hybrid RNN needs float32 there")
+        super().prepare(ins, n_input, batch, n_aux)
+
+    def stack(self, ins) -> tuple[np.ndarray, np.ndarray, np.ndarray, None]:
+        """The int8 matrices transposed, as exact float64 matmul operands, and the bias."""
+        value = lambda i: np.asarray(getattr(ins[i], "value", ins[i]))  # noqa: E731
+        weights, recurrent, bias, _, _ = self.indices
+        return (np.ascontiguousarray(value(weights).T, np.float64), np.ascontiguousarray(value(recurrent).T, np.float64),
+                value(bias).astype(FLOAT), None)
+
+    def _term(self, rows: np.ndarray, weights: np.ndarray, scale: np.float32) -> np.ndarray:
+        centered, row_scale = quantize_centered(rows, self.asymmetric)
+        dot = (centered.astype(np.float64) @ weights).astype(FLOAT)  # exact integers, rounded once
+        return dot * (row_scale * scale)[:, None]
+
+    def run(self, ins, x: np.ndarray, aux: np.ndarray | None, out: np.ndarray, columns: slice, reverse: bool,
+            activation: int, pre: np.ndarray, outs: Sequence) -> None:
+        w, w_h, b, _ = self.stacked if self.stacked is not None else self.stack(ins)
+        weights, recurrent = self.indices[:2]
+        h = ins[self.indices[3]].reshape(-1, self.units)
+        steps, batch = x.shape[0], x.shape[1]
+        if steps == 0 or batch == 0:
+            return
+        flat = pre.reshape(steps * batch, -1)
+        flat[...] = b  # rows are quantized one by one, so every step's input term at once
+        flat += self._term(x.reshape(steps * batch, -1), w, self.scales[weights])
+        for t in (range(steps - 1, -1, -1) if reverse else range(steps)):
+            g = pre[t]
+            g += self._term(h, w_h, self.scales[recurrent])
+            _activate(activation, g, g)
+            h[...] = g
+            out[t, :, columns] = g
+
+
 def _rnn_activation(kernel: Kernel) -> int:
     if kernel.options is None:
         raise kernel.fail("missing options")
@@ -1181,18 +1241,22 @@ def _rnn_activation(kernel: Kernel) -> int:
 @register("RNN")
 class Rnn(Kernel):
     """One step of a basic RNN: input [batch, input], weights, recurrent weights, bias, hidden
-    state (a variable tensor) -> output [batch, units]."""
+    state (a variable tensor) -> output [batch, units]. Float32, or hybrid: int8 weights
+    (:class:`HybridRnnDirection`)."""
 
     foldable = False
 
     def prepare(self, ins):
         self.expect_inputs(ins, 5)
-        _check_float(self, ins)
+        if _is_hybrid(ins, 1):
+            self.rnn = HybridRnnDirection(self, 1, 2, 3, 4, bool(getattr(self.options, "asymmetric_quantize_inputs", False)))
+        else:
+            _check_float(self, ins)
+            self.rnn = RnnDirection(self, 1, 2, 3, 4)
         self.activation = _rnn_activation(self)
         x = ins[0]
         if x.ndim != 2:
             raise self.fail(f"input {x.name!r} must have rank 2, got shape {x.shape}")
-        self.rnn = RnnDirection(self, 1, 2, 3, 4)
         self.rnn.prepare(ins, int(x.shape[1]), int(x.shape[0]), None)
         self.pre = scratch((1, x.shape[0], self.rnn.units), FLOAT)
         return [Spec((int(x.shape[0]), self.rnn.units), FLOAT)]
