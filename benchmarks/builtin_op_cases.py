@@ -799,6 +799,9 @@ case("SVDF", "f32-rank2-relu-no-bias", [x(f32((1, 4))), k(f32((6, 4), -0.5, 0.5,
      v(np.zeros((1, 18), np.float32))], [out(F32)], {"rank": 2, "fused_activation_function": 1})
 case("SVDF", "hybrid", [x(f32((2, 3))), k(ints((4, 3), I8, -127, 127), (0.005, 0)), k(ints((4, 5), I8, -127, 127, 2), (0.004, 0)),
      k(f32((4,), seed=3)), v(np.zeros((2, 20), np.float32))], [out(F32)], {"rank": 1, "fused_activation_function": 0})
+case("SVDF", "hybrid-asymmetric-rank2-relu6", [x(f32((3, 4), seed=4)), k(ints((4, 4), I8, -127, 127, 5), (0.01, 0)),
+     k(ints((4, 2), I8, -127, 127, 6), (0.02, 0)), k(f32((2,), seed=7)), v(np.zeros((3, 8), np.float32))], [out(F32)],
+     {"rank": 2, "fused_activation_function": 3, "asymmetric_quantize_inputs": True})
 
 
 # ============================================================================= control flow, variables, tables

@@ -37,7 +37,6 @@ def _gaps(reason: str, *ids: str) -> dict[str, str]:
 KNOWN_GAPS: dict[str, str] = {
     **_gaps("LiteRT's defect: its int16 NOT_EQUAL answers False everywhere; numlite computes x != y",
             "NOT_EQUAL-i16q"),
-    **_gaps("no SVDF kernel", "SVDF-f32-rank1", "SVDF-f32-rank2-relu-no-bias", "SVDF-hybrid"),
 }
 
 

@@ -1,5 +1,6 @@
 """Recurrent ops (float32): UNIDIRECTIONAL_SEQUENCE_LSTM, BIDIRECTIONAL_SEQUENCE_LSTM, LSTM (full
-kernel), UNIDIRECTIONAL_SEQUENCE_RNN, BIDIRECTIONAL_SEQUENCE_RNN and RNN, with LiteRT's formulas.
+kernel), UNIDIRECTIONAL_SEQUENCE_RNN, BIDIRECTIONAL_SEQUENCE_RNN, RNN and SVDF, with LiteRT's
+formulas; the hybrid (int8 weight) forms of the sequence LSTMs, RNN and SVDF.
 
 An LSTM step, gates in LiteRT's order input (i), forget (f), cell (g), output (o)::
 
@@ -26,9 +27,9 @@ batch-major BIDIRECTIONAL_SEQUENCE_RNN backward pass reads the main input instea
 input; its time-major BIDIRECTIONAL_SEQUENCE_RNN steps through an aux input with the main
 input's depth.
 
-The states (``output_state`` h and ``cell_state`` c, an RNN's hidden state) are variable
-tensors: read at the start of each invoke and overwritten with the final state, so they persist
-across invokes (and re-allocations) until ``reset_all_variables``, as in LiteRT.
+The states (``output_state`` h and ``cell_state`` c, an RNN's hidden state, an SVDF's memory)
+are variable tensors: read at the start of each invoke and overwritten with the final state, so
+they persist across invokes (and re-allocations) until ``reset_all_variables``, as in LiteRT.
 
 Speed: the input projections of every time step are one BLAS matmul; the time loop then does
 one recurrent matmul per step for all gates at once. Float LSTMs without layer norm or diagonal
@@ -1315,3 +1316,97 @@ class BidirectionalSequenceRnn(_BidirectionalSequence):
         self.fw_width = self.fw.units
         return self.output_specs(steps, batch, self.fw.units, self.bw.units)
 
+
+
+# ----------------------------------------------------------------------------- SVDF
+
+
+@register("SVDF")
+class Svdf(Kernel):
+    """One step of a singular value decomposition filter (LiteRT's svdf.cc): input [batch,
+    input], weights_feature [filters, input], weights_time [filters, memory], optional bias
+    [units], state [batch, filters * memory] (a variable tensor) -> output [batch, units], with
+    ``filters = units * rank``. Each step shifts every filter's memory one place left, writes
+    the newest feature ``weights_feature @ x`` at its end, dots each filter's memory with its
+    time weights, sums the ``rank`` filters of each unit, adds the bias and applies the fused
+    activation. Hybrid form: int8 weights (one scale each, zero point 0) with float32 input,
+    bias and state; the feature product quantizes each input row to int8 (symmetric, or with a
+    zero point under ``asymmetric_quantize_inputs``) and the time weights are dequantized to
+    float32, as LiteRT does."""
+
+    foldable = False
+
+    def prepare(self, ins):
+        self.expect_inputs(ins, 5)
+        x, feature, time, bias = ins[0], ins[1], ins[2], ins[3]
+        if self.options is None:
+            raise self.fail("missing options")
+        self.activation = _check_activation(self, int(self.options.fused_activation_function))
+        self.rank = int(self.options.rank)
+        self.hybrid = _is_hybrid(ins, 1)
+        self.asymmetric = bool(getattr(self.options, "asymmetric_quantize_inputs", False))
+        if self.hybrid:
+            self.scales = self._hybrid_scales(ins)
+        else:
+            _check_float(self, ins)
+        if x.ndim != 2 or feature.ndim != 2 or time.ndim != 2:
+            raise self.fail(f"input {x.shape}, weights_feature {feature.shape} and weights_time {time.shape} must "
+                            "have rank 2")
+        batch, filters, self.memory = int(x.shape[0]), int(feature.shape[0]), int(time.shape[1])
+        if self.rank <= 0 or filters % self.rank:
+            raise self.fail(f"rank {self.rank} must be positive and divide the {filters} filters")
+        self.units = filters // self.rank
+        if feature.shape[1] != x.shape[1] or time.shape[0] != filters:
+            raise self.fail(f"weights_feature {feature.shape} must be [filters, {x.shape[1]}] and weights_time "
+                            f"{time.shape} [{filters}, memory]")
+        if bias is not None and tuple(bias.shape) != (self.units,):
+            raise self.fail(f"the bias {bias.shape} must have one value per unit ({self.units})")
+        _check_state(self, ins, 4, batch * filters * self.memory, "state")
+        if ins[4].ndim != 2 or ins[4].shape[0] != batch:
+            raise self.fail(f"the state {ins[4].shape} must be [{batch}, {filters * self.memory}]")
+        self.weights = self._weights(feature.value, time.value) if feature.value is not None and \
+            time.value is not None else None
+        return [Spec((batch, self.units), FLOAT)]
+
+    def _hybrid_scales(self, ins) -> tuple[np.float32, np.float32]:
+        scales = []
+        for index in (1, 2):
+            t = ins[index]
+            q = t.quantization
+            if t.dtype != np.int8 or q is None or q.scale is None or len(q.scale) != 1:
+                raise self.fail(f"hybrid SVDF weights {t.name!r} (input {index}) must be int8 with one scale")
+            if q.zero_point is not None and np.any(np.asarray(q.zero_point) != 0):
+                raise self.fail(f"hybrid SVDF weights {t.name!r} (input {index}) must be symmetric (zero point 0)")
+            scales.append(np.float32(q.scale[0]))
+        for index in (0, 3, 4):
+            t = ins[index]
+            if t is not None and t.dtype != FLOAT:
+                raise self.fail(f"{t.name!r} (input {index}) is {t.dtype.name}; a hybrid SVDF needs float32 there")
+        return scales[0], scales[1]
+
+    def _weights(self, feature: np.ndarray, time: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The feature weights transposed (exact float64 integers when hybrid) and the time
+        weights as float32 (dequantized when hybrid: ``int8 * scale`` in float32)."""
+        if self.hybrid:
+            return (np.ascontiguousarray(np.asarray(feature).T, np.float64),
+                    np.asarray(time).astype(FLOAT) * self.scales[1])
+        return np.ascontiguousarray(np.asarray(feature, FLOAT).T), np.asarray(time, FLOAT)
+
+    def eval(self, ins, outs):
+        x, bias, out = ins[0], ins[3], outs[0]
+        feature, time = self.weights if self.weights is not None else self._weights(ins[1], ins[2])
+        batch = x.shape[0]
+        state = ins[4].reshape(batch, -1, self.memory)  # [batch, filters, memory], in place
+        if self.memory > 1:
+            state[:, :, :-1] = state[:, :, 1:].copy()
+        if self.hybrid:
+            centered, row_scale = quantize_centered(x, self.asymmetric)
+            dot = (centered.astype(np.float64) @ feature).astype(FLOAT)  # exact integers, rounded once
+            state[:, :, -1] = dot * (row_scale * self.scales[0])[:, None]
+        else:
+            state[:, :, -1] = x @ feature
+        per_filter = np.einsum("bfm,fm->bf", state, time, dtype=FLOAT)
+        np.sum(per_filter.reshape(batch, self.units, self.rank), axis=2, dtype=FLOAT, out=out)
+        if bias is not None:
+            out += bias
+        _activate(self.activation, out, out)
