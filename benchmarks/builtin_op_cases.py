@@ -747,11 +747,10 @@ case("RNN", "f32-tanh", [x(f32((2, 3))), *rnn_weights("rnn", 3, 4), v(np.zeros((
 case("RNN", "f32-relu", [x(f32((1, 2))), *rnn_weights("rnn2", 2, 3), v(np.zeros((1, 3), np.float32))], [out(F32)],
      {"fused_activation_function": 1})
 case("RNN", "hybrid", [x(f32((2, 3))), k(ints((4, 3), I8, -127, 127), (0.005, 0)), k(ints((4, 4), I8, -127, 127, 1), (0.004, 0)),
-     k(f32((4,), -0.5, 0.5)), v(np.zeros((2, 4), np.float32))], [out(F32)], {"fused_activation_function": 4},
-     rtol=2e-4, atol=2e-4)  # as hybrid FULLY_CONNECTED
+     k(f32((4,), -0.5, 0.5)), v(np.zeros((2, 4), np.float32))], [out(F32)], {"fused_activation_function": 4})
 case("RNN", "hybrid-asymmetric-relu", [x(f32((3, 5), seed=4)), k(ints((4, 5), I8, -127, 127, 2), (0.01, 0)),
      k(ints((4, 4), I8, -127, 127, 3), (0.02, 0)), k(f32((4,), -0.5, 0.5, 5)), v(np.zeros((3, 4), np.float32))], [out(F32)],
-     {"fused_activation_function": 1, "asymmetric_quantize_inputs": True}, rtol=2e-4, atol=2e-4)  # as hybrid FULLY_CONNECTED
+     {"fused_activation_function": 1, "asymmetric_quantize_inputs": True})
 case("UNIDIRECTIONAL_SEQUENCE_RNN", "f32-time-major", [x(f32((3, 2, 3))), *rnn_weights("urnn", 3, 4),
      v(np.zeros((2, 4), np.float32))], [out(F32)], {"time_major": True, "fused_activation_function": 4})
 case("UNIDIRECTIONAL_SEQUENCE_RNN", "f32-batch-major-relu", [x(f32((2, 4, 3))), *rnn_weights("urnn2", 3, 2),

@@ -1173,6 +1173,25 @@ class RnnDirection:
             out[t, :, columns] = g
 
 
+def _hybrid_scales(kernel: Kernel, ins, weights: Sequence[int], floats: Sequence[int], op: str) -> dict[int, np.float32]:
+    """The scale of each int8 weight operand of a hybrid RNN or SVDF (one scale, zero point
+    0), by input index; the ``floats`` operands must be float32 (or absent)."""
+    scales = {}
+    for index in weights:
+        t = ins[index]
+        q = t.quantization
+        if t.dtype != np.int8 or q is None or q.scale is None or len(q.scale) != 1:
+            raise kernel.fail(f"hybrid {op} weights {t.name!r} (input {index}) must be int8 with one scale")
+        if q.zero_point is not None and np.any(np.asarray(q.zero_point) != 0):
+            raise kernel.fail(f"hybrid {op} weights {t.name!r} (input {index}) must be symmetric (zero point 0)")
+        scales[index] = np.float32(q.scale[0])
+    for index in floats:
+        t = ins[index]
+        if t is not None and t.dtype != FLOAT:
+            raise kernel.fail(f"{t.name!r} (input {index}) is {t.dtype.name}; a hybrid {op} needs float32 there")
+    return scales
+
+
 class HybridRnnDirection(RnnDirection):
     """A basic RNN direction with int8 weights (one scale each, zero point 0) and float32
     input, bias and state, as LiteRT's hybrid RnnBatchStep: ``h = act(b + T(x, W) + T(h, W_h))``
@@ -1187,19 +1206,7 @@ class HybridRnnDirection(RnnDirection):
 
     def prepare(self, ins, n_input: int, batch: int, n_aux: int | None) -> None:
         weights, recurrent, bias, state, _ = self.indices
-        self.scales = {}
-        for index in (weights, recurrent):
-            t = ins[index]
-            q = t.quantization
-            if t.dtype != np.int8 or q is None or q.scale is None or len(q.scale) != 1:
-                raise self.kernel.fail(f"hybrid RNN weights {t.name!r} (input {index}) must be int8 with one scale")
-            if q.zero_point is not None and np.any(np.asarray(q.zero_point) != 0):
-                raise self.kernel.fail(f"hybrid RNN weights {t.name!r} (input {index}) must be symmetric (zero point 0)")
-            self.scales[index] = np.float32(q.scale[0])
-        for index in (0, bias, state):
-            t = ins[index]
-            if t is not None and t.dtype != FLOAT:
-                raise self.kernel.fail(f"{t.name!r} (input {index}) is {t.dtype.name}; a hybrid RNN needs float32 there")
+        self.scales = _hybrid_scales(self.kernel, ins, (weights, recurrent), (0, bias, state), "RNN")
         super().prepare(ins, n_input, batch, n_aux)
 
     def stack(self, ins) -> tuple[np.ndarray, np.ndarray, np.ndarray, None]:
@@ -1346,7 +1353,8 @@ class Svdf(Kernel):
         self.hybrid = _is_hybrid(ins, 1)
         self.asymmetric = bool(getattr(self.options, "asymmetric_quantize_inputs", False))
         if self.hybrid:
-            self.scales = self._hybrid_scales(ins)
+            scales = _hybrid_scales(self, ins, (1, 2), (0, 3, 4), "SVDF")
+            self.scales = (scales[1], scales[2])
         else:
             _check_float(self, ins)
         if x.ndim != 2 or feature.ndim != 2 or time.ndim != 2:
@@ -1367,22 +1375,6 @@ class Svdf(Kernel):
         self.weights = self._weights(feature.value, time.value) if feature.value is not None and \
             time.value is not None else None
         return [Spec((batch, self.units), FLOAT)]
-
-    def _hybrid_scales(self, ins) -> tuple[np.float32, np.float32]:
-        scales = []
-        for index in (1, 2):
-            t = ins[index]
-            q = t.quantization
-            if t.dtype != np.int8 or q is None or q.scale is None or len(q.scale) != 1:
-                raise self.fail(f"hybrid SVDF weights {t.name!r} (input {index}) must be int8 with one scale")
-            if q.zero_point is not None and np.any(np.asarray(q.zero_point) != 0):
-                raise self.fail(f"hybrid SVDF weights {t.name!r} (input {index}) must be symmetric (zero point 0)")
-            scales.append(np.float32(q.scale[0]))
-        for index in (0, 3, 4):
-            t = ins[index]
-            if t is not None and t.dtype != FLOAT:
-                raise self.fail(f"{t.name!r} (input {index}) is {t.dtype.name}; a hybrid SVDF needs float32 there")
-        return scales[0], scales[1]
 
     def _weights(self, feature: np.ndarray, time: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The feature weights transposed (exact float64 integers when hybrid) and the time

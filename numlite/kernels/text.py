@@ -67,13 +67,17 @@ def _hash_len0to16(s: bytes) -> int:
     return _K2
 
 
-def _hash_len17to32(s: bytes) -> int:
+def _ends(s: bytes, first: int) -> tuple[int, int, int, int, int]:
+    """``(mul, a, b, c, d)`` of the 17-64 byte hashes: the first two and last two words mixed,
+    the first word by ``first``."""
     n = len(s)
     mul = _K2 + n * 2
-    a = (_fetch64(s, 0) * _K1) & _MASK
-    b = _fetch64(s, 8)
-    c = (_fetch64(s, n - 8) * mul) & _MASK
-    d = (_fetch64(s, n - 16) * _K2) & _MASK
+    return (mul, (_fetch64(s, 0) * first) & _MASK, _fetch64(s, 8), (_fetch64(s, n - 8) * mul) & _MASK,
+            (_fetch64(s, n - 16) * _K2) & _MASK)
+
+
+def _hash_len17to32(s: bytes) -> int:
+    mul, a, b, c, d = _ends(s, _K1)
     return _hash_len16((_rotate((a + b) & _MASK, 43) + _rotate(c, 30) + d) & _MASK,
                        (a + _rotate((b + _K2) & _MASK, 18) + c) & _MASK, mul)
 
@@ -90,11 +94,7 @@ def _weak_hash_len32_with_seeds(s: bytes, i: int, a: int, b: int) -> tuple[int, 
 
 def _hash_len33to64(s: bytes) -> int:
     n = len(s)
-    mul = _K2 + n * 2
-    a = (_fetch64(s, 0) * _K2) & _MASK
-    b = _fetch64(s, 8)
-    c = (_fetch64(s, n - 8) * mul) & _MASK
-    d = (_fetch64(s, n - 16) * _K2) & _MASK
+    mul, a, b, c, d = _ends(s, _K2)
     y = (_rotate((a + b) & _MASK, 43) + _rotate(c, 30) + d) & _MASK
     z = _hash_len16(y, (a + _rotate((b + _K2) & _MASK, 18) + c) & _MASK, mul)
     e = (_fetch64(s, 16) * mul) & _MASK
