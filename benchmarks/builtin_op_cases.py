@@ -545,6 +545,8 @@ for op in ("UNSORTED_SEGMENT_SUM", "UNSORTED_SEGMENT_MAX", "UNSORTED_SEGMENT_MIN
     case(op, "f32", [x(f32((5, 2))), x(i32(2, 0, 0, 2, 1)), k(np.int32(4))], [out(F32)])
     case(op, "i32-empty-segment", [x(ints((4, 3), I32, -9, 9)), k(i32(3, 0, 3, 1)), k(np.int32(5))], [out(I32)])
     case(op, "f32-r2-ids", [x(f32((2, 2, 3))), k(np.array([[1, 0], [1, 1]], np.int32)), k(np.int32(2))], [out(F32)])
+    case(op, "i32-ids-full-shape-negative", [x(ints((2, 3), I32, -9, 9)), x(np.array([[0, -1, 2], [2, 0, 0]], np.int32)),
+         k(i32(4))], [out(I32)])
 case("BUCKETIZE", "f32-boundaries", [x(np.array([-1, -1.5, 0, 0.25, 0.5, 2, 3, -0.0], np.float32))], [out(I32)],
      {"boundaries": [-1.0, 0.0, 0.5, 2.0]})
 case("BUCKETIZE", "i32", [x(ints((2, 3), I32, -5, 5))], [out(I32)], {"boundaries": [-2.0, 1.0, 3.0]})
@@ -745,8 +747,10 @@ case("RNN", "f32-tanh", [x(f32((2, 3))), *rnn_weights("rnn", 3, 4), v(np.zeros((
 case("RNN", "f32-relu", [x(f32((1, 2))), *rnn_weights("rnn2", 2, 3), v(np.zeros((1, 3), np.float32))], [out(F32)],
      {"fused_activation_function": 1})
 case("RNN", "hybrid", [x(f32((2, 3))), k(ints((4, 3), I8, -127, 127), (0.005, 0)), k(ints((4, 4), I8, -127, 127, 1), (0.004, 0)),
-     k(f32((4,), -0.5, 0.5)), v(np.zeros((2, 4), np.float32))], [out(F32)], {"fused_activation_function": 4},
-     rtol=2e-4, atol=2e-4)  # as hybrid FULLY_CONNECTED
+     k(f32((4,), -0.5, 0.5)), v(np.zeros((2, 4), np.float32))], [out(F32)], {"fused_activation_function": 4})
+case("RNN", "hybrid-asymmetric-relu", [x(f32((3, 5), seed=4)), k(ints((4, 5), I8, -127, 127, 2), (0.01, 0)),
+     k(ints((4, 4), I8, -127, 127, 3), (0.02, 0)), k(f32((4,), -0.5, 0.5, 5)), v(np.zeros((3, 4), np.float32))], [out(F32)],
+     {"fused_activation_function": 1, "asymmetric_quantize_inputs": True})
 case("UNIDIRECTIONAL_SEQUENCE_RNN", "f32-time-major", [x(f32((3, 2, 3))), *rnn_weights("urnn", 3, 4),
      v(np.zeros((2, 4), np.float32))], [out(F32)], {"time_major": True, "fused_activation_function": 4})
 case("UNIDIRECTIONAL_SEQUENCE_RNN", "f32-batch-major-relu", [x(f32((2, 4, 3))), *rnn_weights("urnn2", 3, 2),
@@ -794,6 +798,9 @@ case("SVDF", "f32-rank2-relu-no-bias", [x(f32((1, 4))), k(f32((6, 4), -0.5, 0.5,
      v(np.zeros((1, 18), np.float32))], [out(F32)], {"rank": 2, "fused_activation_function": 1})
 case("SVDF", "hybrid", [x(f32((2, 3))), k(ints((4, 3), I8, -127, 127), (0.005, 0)), k(ints((4, 5), I8, -127, 127, 2), (0.004, 0)),
      k(f32((4,), seed=3)), v(np.zeros((2, 20), np.float32))], [out(F32)], {"rank": 1, "fused_activation_function": 0})
+case("SVDF", "hybrid-asymmetric-rank2-relu6", [x(f32((3, 4), seed=4)), k(ints((4, 4), I8, -127, 127, 5), (0.01, 0)),
+     k(ints((4, 2), I8, -127, 127, 6), (0.02, 0)), k(f32((2,), seed=7)), v(np.zeros((3, 8), np.float32))], [out(F32)],
+     {"rank": 2, "fused_activation_function": 3, "asymmetric_quantize_inputs": True})
 
 
 # ============================================================================= control flow, variables, tables
@@ -878,6 +885,24 @@ def _table_model(key_string: bool) -> tuple[bytes, list[np.ndarray]]:
     return model(g)
 
 
+def _table_imported_twice() -> tuple[bytes, list[np.ndarray]]:
+    """A string -> int64 table imported from keys with a repeat (the first value stays), then
+    imported again (ignored: a table is filled once); 2-D keys to find, a two-element default
+    (its first element is used), the size."""
+    g = Graph()
+    handle, q = g.add(out(np.int32, type="RESOURCE")), g.add(x(np.array([[b"a", b"c"], [b"b", b""]], object)))
+    ks, vs = g.add(k(np.array([b"a", b"b", b"a"], object))), g.add(k(np.array([1, 2, 3], np.int64)))
+    ks2, vs2 = g.add(k(np.array([b"c"], object))), g.add(k(np.array([9], np.int64)))
+    d, found, size = g.add(k(np.array([-1, -2], np.int64))), g.add(out(np.int64)), g.add(out(np.int64))
+    g.op("HASHTABLE", [], [handle], {"table_id": 3, "key_dtype": 5, "value_dtype": 4})
+    g.op("HASHTABLE_IMPORT", [handle, ks, vs], [])
+    g.op("HASHTABLE_IMPORT", [handle, ks2, vs2], [])
+    g.op("HASHTABLE_FIND", [handle, q, d], [found])
+    g.op("HASHTABLE_SIZE", [handle], [size])
+    g.output(found, size)
+    return model(g)
+
+
 def custom_case(op: str, form: str, build: Callable[[], tuple[bytes, list[np.ndarray]]], **kw: Any) -> None:
     """A case whose model is not one op (control flow, resources): ``build`` makes it."""
     CASES.append(OpCase(op, form, build, **kw))
@@ -892,6 +917,7 @@ custom_case("CALL_ONCE", "init-variable", lambda: _variable_model(True))
 for op in ("HASHTABLE", "HASHTABLE_IMPORT", "HASHTABLE_FIND", "HASHTABLE_SIZE"):
     custom_case(op, "string-to-int64", lambda: _table_model(True))
     custom_case(op, "int64-to-string", lambda: _table_model(False))
+    custom_case(op, "string-to-int64-repeated-keys-imported-twice", _table_imported_twice)
 
 
 # ============================================================================= random, detection, complex
@@ -951,16 +977,33 @@ for combiner, name in ((0, "sum"), (1, "mean"), (2, "sqrtn")):
     case("EMBEDDING_LOOKUP_SPARSE", f"f32-{name}", [*SPARSE_IDS, k(f32((4, 3)))], [out(F32)], {"combiner": combiner})
 case("EMBEDDING_LOOKUP_SPARSE", "f32-r3-params-empty-row", [x(i32(1, 0)), x(np.array([[0, 0], [2, 1]], np.int32)),
      k(i32(3, 2)), x(f32((2,), 0.5, 2)), k(f32((2, 2, 2)))], [out(F32)], {"combiner": 0})
+# Rank-3 indices (a 2x2 grid of slots), and a slot named again after another (LiteRT divides per run).
+case("EMBEDDING_LOOKUP_SPARSE", "f32-mean-r3-indices-slot-revisited", [x(i32(2, 0, 1, 3, 0)),
+     x(np.array([[1, 0, 0], [0, 1, 0], [0, 1, 1], [1, 0, 1], [0, 1, 2]], np.int32)), k(i32(2, 2, 3)),
+     x(f32((5,), 0.5, 2, 1)), k(f32((4, 3), seed=1))], [out(F32)], {"combiner": 1})
 case("HASHTABLE_LOOKUP", "f32-values", [x(i32(5, 2, 9, 2)), k(i32(1, 2, 5)), k(f32((3, 2)))], [out(F32), out(U8)])
 case("HASHTABLE_LOOKUP", "i32-values-r1", [x(i32(7, 3)), k(i32(3, 7)), k(i32(30, 70))], [out(I32), out(U8)])
 case("HASHTABLE_LOOKUP", "string-values", [x(i32(4, 1)), k(i32(1, 4)), k(np.array([b"one", b"four"], object))],
      [out(object, type="STRING"), out(U8)])
 case("LSH_PROJECTION", "sparse", [k(f32((3, 2), seed=1)), x(ints((4, 2), I32, -9, 9))], [out(I32)], {"type": 1})
 case("LSH_PROJECTION", "dense-weighted", [k(f32((2, 3), seed=2)), x(f32((3, 2))), x(f32((3,), seed=3))], [out(I32)], {"type": 2})
+# Each hashed key is the 4 seed bytes and one input row: rows of 1, 16, 40 and 124 bytes take
+# farmhash's 4-7, 17-32, 33-64 and looping (> 64) paths; 4x8 seeds give 32 bits to match each.
+for rows, name in ((ints((3, 1), I8), "i8-key5"), (f32((2, 4), seed=4), "f32-key20"), (f32((2, 10), seed=5), "f32-key44"),
+                   (ints((2, 124), U8, seed=6), "u8-key128")):
+    case("LSH_PROJECTION", f"dense-{name}", [k(f32((4, 8), seed=name)), x(rows), x(f32((rows.shape[0],), -1, 1, name))],
+         [out(I32)], {"type": 2})
+case("LSH_PROJECTION", "sparse-weighted-f32-key164", [k(f32((3, 10), seed=7)), x(f32((2, 40), seed=8)), x(f32((2,), seed=9))],
+     [out(I32)], {"type": 1})
 case("SKIP_GRAM", "bigrams-skip1", [x(np.array([b"the quick brown fox"], object))], [out(object, type="STRING")],
      {"ngram_size": 2, "max_skip_size": 1, "include_all_ngrams": False})
 case("SKIP_GRAM", "all-ngrams", [x(np.array([b"a b c"], object))], [out(object, type="STRING")],
      {"ngram_size": 2, "max_skip_size": 0, "include_all_ngrams": True})
+# LiteRT's word split: runs of spaces and tabs; a first word after a leading space is dropped.
+case("SKIP_GRAM", "trigrams-skip2-odd-spaces", [x(np.array([b" one two\t\tthree  four five six "], object))],
+     [out(object, type="STRING")], {"ngram_size": 3, "max_skip_size": 2, "include_all_ngrams": False})
+case("SKIP_GRAM", "fewer-words-than-n", [x(np.array([b"just two"], object))], [out(object, type="STRING")],
+     {"ngram_size": 3, "max_skip_size": 1, "include_all_ngrams": True})
 case("CONCAT_EMBEDDINGS", "f32", [x(f32((2, 3))), x(f32((2, 2), seed=1))], [out(F32)],
      {"num_channels": 2, "num_columns_per_channel": [3, 2], "embedding_dim_per_channel": [1, 1]})
 case("DILATE", "f32-r2", [x(f32((2, 3))), k(i32(2, 3)), k(np.float32(-1))], [out(F32)])

@@ -37,19 +37,6 @@ def _gaps(reason: str, *ids: str) -> dict[str, str]:
 KNOWN_GAPS: dict[str, str] = {
     **_gaps("LiteRT's defect: its int16 NOT_EQUAL answers False everywhere; numlite computes x != y",
             "NOT_EQUAL-i16q"),
-    **_gaps("segment ids of rank > 1 (LiteRT takes ids of the data's leading shape)",
-            "UNSORTED_SEGMENT_SUM-f32-r2-ids", "UNSORTED_SEGMENT_MAX-f32-r2-ids", "UNSORTED_SEGMENT_MIN-f32-r2-ids",
-            "UNSORTED_SEGMENT_PROD-f32-r2-ids"),
-    "RNN-hybrid": "no hybrid (int8 weight) RNN kernel",
-    **_gaps("no SVDF kernel", "SVDF-f32-rank1", "SVDF-f32-rank2-relu-no-bias", "SVDF-hybrid"),
-    **_gaps("no HASHTABLE resource kernels (HASHTABLE, HASHTABLE_IMPORT, HASHTABLE_FIND, HASHTABLE_SIZE)",
-            *(f"{op}-{form}" for op in ("HASHTABLE", "HASHTABLE_IMPORT", "HASHTABLE_FIND", "HASHTABLE_SIZE")
-              for form in ("string-to-int64", "int64-to-string"))),
-    **_gaps("no EMBEDDING_LOOKUP_SPARSE kernel", "EMBEDDING_LOOKUP_SPARSE-f32-sum", "EMBEDDING_LOOKUP_SPARSE-f32-mean",
-            "EMBEDDING_LOOKUP_SPARSE-f32-sqrtn", "EMBEDDING_LOOKUP_SPARSE-f32-r3-params-empty-row"),
-    **_gaps("no LSH_PROJECTION kernel (it hashes with farmhash's Fingerprint64)", "LSH_PROJECTION-sparse",
-            "LSH_PROJECTION-dense-weighted"),
-    **_gaps("no SKIP_GRAM kernel (string n-grams)", "SKIP_GRAM-bigrams-skip1", "SKIP_GRAM-all-ngrams"),
 }
 
 

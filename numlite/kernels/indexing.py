@@ -1,5 +1,5 @@
 """Indexing ops: SLICE, STRIDED_SLICE, GATHER, GATHER_ND, DYNAMIC_UPDATE_SLICE, EMBEDDING_LOOKUP,
-SCATTER_ND, SPARSE_TO_DENSE, ONE_HOT and HASHTABLE_LOOKUP.
+EMBEDDING_LOOKUP_SPARSE, SCATTER_ND, SPARSE_TO_DENSE, ONE_HOT and HASHTABLE_LOOKUP.
 
 The index tensors (begin/size/end/strides) usually are constants, so prepare turns them into a
 tuple of Python slices once and eval is a single NumPy copy. When they are computed at run time
@@ -458,6 +458,82 @@ class EmbeddingLookup(Kernel):
         rows = table.view(np.int8)[ids].astype(np.float32)
         scale = self.scale[ids] if self.scale.ndim else self.scale
         np.multiply(rows, scale, out=outs[0])
+
+
+@register("EMBEDDING_LOOKUP_SPARSE")
+class EmbeddingLookupSparse(Kernel):
+    """A sparse batch of weighted lookups combined per output slot: lookup ``i`` takes row
+    ``ids[i]`` of ``params`` (input 4, float32, rank >= 2) times ``weights[i]`` into the slot
+    named by the first ``rank - 1`` coordinates of ``indices[i]`` (the last coordinate only
+    orders the lookups of one slot); ``dense_shape`` (int32) gives the slots' shape and its
+    last entry is unused. The output is ``dense_shape[:-1] + params.shape[1:]``; a slot no
+    lookup names is zero.
+
+    combiner (option): 0 SUM (the weighted sum), 1 MEAN (divided by the sum of the weights),
+    2 SQRTN (divided by the square root of the sum of squared weights). As in LiteRT, slots
+    combine runs of consecutive lookups: a slot named again after another one is divided per
+    run (TF requires the indices sorted, so that never happens in its models)."""
+
+    def prepare(self, ins):
+        self.expect_inputs(ins, 5)
+        ids, indices, dense_shape, weights, params = ins
+        for t in (ids, indices, dense_shape):
+            self.expect_dtype(t, np.int32)
+        self.expect_dtype(weights, np.float32)
+        self.expect_dtype(params, np.float32)
+        if ids.ndim != 1 or indices.ndim != 2 or dense_shape.ndim != 1 or weights.ndim != 1 or params.ndim < 2:
+            raise self.fail(f"needs 1-D ids, 2-D indices, 1-D dense_shape and weights and params of rank >= 2; got "
+                            f"{ids.shape}, {indices.shape}, {dense_shape.shape}, {weights.shape}, {params.shape}")
+        if not indices.shape[0] == ids.shape[0] == weights.shape[0]:
+            raise self.fail(f"ids {ids.shape}, indices {indices.shape} and weights {weights.shape} must have one row "
+                            "per lookup")
+        if dense_shape.shape[0] != indices.shape[1] or indices.shape[1] < 1:
+            raise self.fail(f"dense_shape {dense_shape.shape} must have one entry per index column {indices.shape}")
+        self.combiner = int(getattr(self.options, "combiner", 0) or 0)
+        if self.combiner not in (0, 1, 2):
+            raise self.fail(f"unknown combiner {self.combiner}")
+        if dense_shape.value is None:
+            return [Spec(None, np.dtype(np.float32))]
+        return [Spec(self._shape(dense_shape.value, params.shape, PrepareError), np.dtype(np.float32))]
+
+    @staticmethod
+    def _shape(dense_shape: np.ndarray, params: tuple[int, ...], error: type[Exception]) -> tuple[int, ...]:
+        slots = _ints(dense_shape)[:-1]
+        if any(d < 0 for d in slots):
+            raise error(f"dense_shape {_ints(dense_shape)} has a negative dimension")
+        return tuple(slots) + tuple(params[1:])
+
+    def eval(self, ins, outs):
+        ids, indices, dense_shape, weights, params = ins
+        if outs[0] is None:
+            outs[0] = np.empty(self._shape(dense_shape, params.shape, InvokeError), np.float32)
+        out = outs[0]
+        _check_positions(ids, params.shape[0], "embedding lookup sparse")
+        slots = out.shape[:indices.shape[1] - 1]
+        coords = indices[:, :-1]
+        if np.any(coords < 0) or np.any(coords >= np.array(slots, np.int64)):
+            raise InvokeError(f"embedding lookup sparse: indices {indices.tolist()[:4]} fall outside dense_shape "
+                              f"{_ints(dense_shape)}")
+        flat = out.reshape((-1,) + params.shape[1:])  # a view: the output is contiguous
+        flat.fill(0)
+        if not ids.size:
+            return
+        slot = np.ravel_multi_index(tuple(coords.T), slots) if coords.shape[1] else np.zeros(ids.size, np.intp)
+        # Runs of consecutive lookups into one slot, in order (LiteRT's buckets).
+        starts = np.flatnonzero(np.r_[True, slot[1:] != slot[:-1]])
+        for start, stop in zip(starts, np.r_[starts[1:], ids.size]):
+            acc = flat[slot[start]]
+            total = squares = np.float32(0)
+            for i in range(start, stop):  # one float32 sum per lookup, in LiteRT's order
+                w = weights[i]
+                acc += params[ids[i]] * w
+                squares += w * w
+                total += w
+            with np.errstate(divide="ignore", invalid="ignore"):  # zero weights: inf/nan, as in C++
+                if self.combiner == 1:
+                    acc /= total
+                elif self.combiner == 2:
+                    acc /= np.sqrt(squares)
 
 
 # ------------------------------------------------------------------------------- SCATTER_ND

@@ -495,6 +495,10 @@ class _Segments(Kernel):
 
     def _fill(self, data: np.ndarray, ids: np.ndarray, out: np.ndarray) -> None:
         out[...] = self.empty(out.dtype)
+        # ids may span the data's leading dimensions (UNSORTED_SEGMENT_*): each id picks one
+        # slice of the data's remaining dimensions.
+        ids = ids.reshape(-1)
+        data = data.reshape((ids.size,) + out.shape[1:])
         rows = ids >= 0  # negative ids are dropped, as TF does
         with np.errstate(over="ignore"):
             self.combine.at(out, ids[rows], data[rows])
@@ -533,26 +537,40 @@ class SegmentSum(_Segments):
 
 class _UnsortedSegments(_Segments):
     """``num_segments`` output rows (an int32 scalar or one-element vector); ids at or past it
-    are an error."""
+    are an error. The ids' shape may be any prefix of the data's (as in LiteRT and TF): the
+    output is ``(num_segments,) + data.shape[ids.ndim:]``."""
+
+    def _check(self, data: TensorInfo, ids: TensorInfo) -> None:
+        self.expect_dtype(data, np.float32, np.int32)
+        self.expect_dtype(ids, np.int32)
+        if ids.ndim > data.ndim or tuple(data.shape[:ids.ndim]) != tuple(ids.shape):
+            raise self.fail(f"segment ids {ids.shape} must have a shape that is a prefix of the data's {data.shape}")
 
     def prepare(self, ins):
         self.expect_inputs(ins, 3)
         data, ids, count = ins
         self._check(data, ids)
         self.expect_dtype(count, np.int32)
-        if count.size != 1:
+        if count.size != 1 or count.ndim > 1:
             raise self.fail(f"num_segments must be a single value, it has shape {count.shape}")
         if count.value is None:
             return [Spec(None, data.dtype)]
-        return [Spec((int(count.value.reshape(-1)[0]),) + tuple(data.shape[1:]), data.dtype)]
+        return [Spec(self._shape(data.shape, ids.ndim, count.value, self.fail), data.dtype)]
+
+    @staticmethod
+    def _shape(shape: tuple[int, ...], ids_rank: int, count: np.ndarray, error: Any = InvokeError) -> tuple[int, ...]:
+        segments = int(count.reshape(-1)[0])
+        if segments < 0:
+            raise error(f"num_segments must not be negative, got {segments}")
+        return (segments,) + tuple(shape[ids_rank:])
 
     def eval(self, ins, outs):
         data, ids, count = ins
-        segments = int(count.reshape(-1)[0])
-        if ids.size and ids.max() >= segments:
-            raise InvokeError(f"segment id {int(ids.max())} is not below num_segments {segments}")
+        shape = self._shape(data.shape, ids.ndim, count)
+        if ids.size and ids.max() >= shape[0]:
+            raise InvokeError(f"segment id {int(ids.max())} is not below num_segments {shape[0]}")
         if outs[0] is None:
-            outs[0] = np.empty((segments,) + data.shape[1:], data.dtype)
+            outs[0] = np.empty(shape, data.dtype)
         self._fill(data, ids, outs[0])
 
 

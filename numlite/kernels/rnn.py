@@ -1,5 +1,6 @@
 """Recurrent ops (float32): UNIDIRECTIONAL_SEQUENCE_LSTM, BIDIRECTIONAL_SEQUENCE_LSTM, LSTM (full
-kernel), UNIDIRECTIONAL_SEQUENCE_RNN, BIDIRECTIONAL_SEQUENCE_RNN and RNN, with LiteRT's formulas.
+kernel), UNIDIRECTIONAL_SEQUENCE_RNN, BIDIRECTIONAL_SEQUENCE_RNN, RNN and SVDF, with LiteRT's
+formulas; the hybrid (int8 weight) forms of the sequence LSTMs, RNN and SVDF.
 
 An LSTM step, gates in LiteRT's order input (i), forget (f), cell (g), output (o)::
 
@@ -26,9 +27,9 @@ batch-major BIDIRECTIONAL_SEQUENCE_RNN backward pass reads the main input instea
 input; its time-major BIDIRECTIONAL_SEQUENCE_RNN steps through an aux input with the main
 input's depth.
 
-The states (``output_state`` h and ``cell_state`` c, an RNN's hidden state) are variable
-tensors: read at the start of each invoke and overwritten with the final state, so they persist
-across invokes (and re-allocations) until ``reset_all_variables``, as in LiteRT.
+The states (``output_state`` h and ``cell_state`` c, an RNN's hidden state, an SVDF's memory)
+are variable tensors: read at the start of each invoke and overwritten with the final state, so
+they persist across invokes (and re-allocations) until ``reset_all_variables``, as in LiteRT.
 
 Speed: the input projections of every time step are one BLAS matmul; the time loop then does
 one recurrent matmul per step for all gates at once. Float LSTMs without layer norm or diagonal
@@ -46,7 +47,7 @@ from typing import Sequence
 import numpy as np
 
 from numlite.kernels.base import Kernel, Spec, TensorInfo, dot_into, register, scratch
-from numlite.kernels.hybrid import asymmetric_quantize, symmetric_quantize
+from numlite.kernels.hybrid import asymmetric_quantize, quantize_centered, symmetric_quantize
 
 FLOAT = np.dtype(np.float32)
 LN_EPSILON = np.float32(1e-8)  # LiteRT's MeanStddevNormalization constant
@@ -1172,6 +1173,73 @@ class RnnDirection:
             out[t, :, columns] = g
 
 
+def _hybrid_scales(kernel: Kernel, ins, weights: Sequence[int], floats: Sequence[int], op: str) -> dict[int, np.float32]:
+    """The scale of each int8 weight operand of a hybrid RNN or SVDF (one scale, zero point
+    0), by input index; the ``floats`` operands must be float32 (or absent)."""
+    scales = {}
+    for index in weights:
+        t = ins[index]
+        q = t.quantization
+        if t.dtype != np.int8 or q is None or q.scale is None or len(q.scale) != 1:
+            raise kernel.fail(f"hybrid {op} weights {t.name!r} (input {index}) must be int8 with one scale")
+        if q.zero_point is not None and np.any(np.asarray(q.zero_point) != 0):
+            raise kernel.fail(f"hybrid {op} weights {t.name!r} (input {index}) must be symmetric (zero point 0)")
+        scales[index] = np.float32(q.scale[0])
+    for index in floats:
+        t = ins[index]
+        if t is not None and t.dtype != FLOAT:
+            raise kernel.fail(f"{t.name!r} (input {index}) is {t.dtype.name}; a hybrid {op} needs float32 there")
+    return scales
+
+
+class HybridRnnDirection(RnnDirection):
+    """A basic RNN direction with int8 weights (one scale each, zero point 0) and float32
+    input, bias and state, as LiteRT's hybrid RnnBatchStep: ``h = act(b + T(x, W) + T(h, W_h))``
+    where each term ``T(v, W)`` quantizes every batch row of ``v`` to int8 (symmetrically, or
+    with a zero point under ``asymmetric_quantize_inputs``), takes its exact integer dot
+    products with ``W`` and scales them in float32 by ``row_scale * weight_scale`` (that product
+    rounded first). Each addition rounds to float32 in this order."""
+
+    def __init__(self, kernel: Kernel, weights: int, recurrent: int, bias: int, state: int, asymmetric: bool) -> None:
+        super().__init__(kernel, weights, recurrent, bias, state)
+        self.asymmetric = asymmetric
+
+    def prepare(self, ins, n_input: int, batch: int, n_aux: int | None) -> None:
+        weights, recurrent, bias, state, _ = self.indices
+        self.scales = _hybrid_scales(self.kernel, ins, (weights, recurrent), (0, bias, state), "RNN")
+        super().prepare(ins, n_input, batch, n_aux)
+
+    def stack(self, ins) -> tuple[np.ndarray, np.ndarray, np.ndarray, None]:
+        """The int8 matrices transposed, as exact float64 matmul operands, and the bias."""
+        value = lambda i: np.asarray(getattr(ins[i], "value", ins[i]))  # noqa: E731
+        weights, recurrent, bias, _, _ = self.indices
+        return (np.ascontiguousarray(value(weights).T, np.float64), np.ascontiguousarray(value(recurrent).T, np.float64),
+                value(bias).astype(FLOAT), None)
+
+    def _term(self, rows: np.ndarray, weights: np.ndarray, scale: np.float32) -> np.ndarray:
+        centered, row_scale = quantize_centered(rows, self.asymmetric)
+        dot = (centered.astype(np.float64) @ weights).astype(FLOAT)  # exact integers, rounded once
+        return dot * (row_scale * scale)[:, None]
+
+    def run(self, ins, x: np.ndarray, aux: np.ndarray | None, out: np.ndarray, columns: slice, reverse: bool,
+            activation: int, pre: np.ndarray, outs: Sequence) -> None:
+        w, w_h, b, _ = self.stacked if self.stacked is not None else self.stack(ins)
+        weights, recurrent = self.indices[:2]
+        h = ins[self.indices[3]].reshape(-1, self.units)
+        steps, batch = x.shape[0], x.shape[1]
+        if steps == 0 or batch == 0:
+            return
+        flat = pre.reshape(steps * batch, -1)
+        flat[...] = b  # rows are quantized one by one, so every step's input term at once
+        flat += self._term(x.reshape(steps * batch, -1), w, self.scales[weights])
+        for t in (range(steps - 1, -1, -1) if reverse else range(steps)):
+            g = pre[t]
+            g += self._term(h, w_h, self.scales[recurrent])
+            _activate(activation, g, g)
+            h[...] = g
+            out[t, :, columns] = g
+
+
 def _rnn_activation(kernel: Kernel) -> int:
     if kernel.options is None:
         raise kernel.fail("missing options")
@@ -1181,18 +1249,22 @@ def _rnn_activation(kernel: Kernel) -> int:
 @register("RNN")
 class Rnn(Kernel):
     """One step of a basic RNN: input [batch, input], weights, recurrent weights, bias, hidden
-    state (a variable tensor) -> output [batch, units]."""
+    state (a variable tensor) -> output [batch, units]. Float32, or hybrid: int8 weights
+    (:class:`HybridRnnDirection`)."""
 
     foldable = False
 
     def prepare(self, ins):
         self.expect_inputs(ins, 5)
-        _check_float(self, ins)
+        if _is_hybrid(ins, 1):
+            self.rnn = HybridRnnDirection(self, 1, 2, 3, 4, bool(getattr(self.options, "asymmetric_quantize_inputs", False)))
+        else:
+            _check_float(self, ins)
+            self.rnn = RnnDirection(self, 1, 2, 3, 4)
         self.activation = _rnn_activation(self)
         x = ins[0]
         if x.ndim != 2:
             raise self.fail(f"input {x.name!r} must have rank 2, got shape {x.shape}")
-        self.rnn = RnnDirection(self, 1, 2, 3, 4)
         self.rnn.prepare(ins, int(x.shape[1]), int(x.shape[0]), None)
         self.pre = scratch((1, x.shape[0], self.rnn.units), FLOAT)
         return [Spec((int(x.shape[0]), self.rnn.units), FLOAT)]
@@ -1251,3 +1323,82 @@ class BidirectionalSequenceRnn(_BidirectionalSequence):
         self.fw_width = self.fw.units
         return self.output_specs(steps, batch, self.fw.units, self.bw.units)
 
+
+
+# ----------------------------------------------------------------------------- SVDF
+
+
+@register("SVDF")
+class Svdf(Kernel):
+    """One step of a singular value decomposition filter (LiteRT's svdf.cc): input [batch,
+    input], weights_feature [filters, input], weights_time [filters, memory], optional bias
+    [units], state [batch, filters * memory] (a variable tensor) -> output [batch, units], with
+    ``filters = units * rank``. Each step shifts every filter's memory one place left, writes
+    the newest feature ``weights_feature @ x`` at its end, dots each filter's memory with its
+    time weights, sums the ``rank`` filters of each unit, adds the bias and applies the fused
+    activation. Hybrid form: int8 weights (one scale each, zero point 0) with float32 input,
+    bias and state; the feature product quantizes each input row to int8 (symmetric, or with a
+    zero point under ``asymmetric_quantize_inputs``) and the time weights are dequantized to
+    float32, as LiteRT does."""
+
+    foldable = False
+
+    def prepare(self, ins):
+        self.expect_inputs(ins, 5)
+        x, feature, time, bias = ins[0], ins[1], ins[2], ins[3]
+        if self.options is None:
+            raise self.fail("missing options")
+        self.activation = _check_activation(self, int(self.options.fused_activation_function))
+        self.rank = int(self.options.rank)
+        self.hybrid = _is_hybrid(ins, 1)
+        self.asymmetric = bool(getattr(self.options, "asymmetric_quantize_inputs", False))
+        if self.hybrid:
+            scales = _hybrid_scales(self, ins, (1, 2), (0, 3, 4), "SVDF")
+            self.scales = (scales[1], scales[2])
+        else:
+            _check_float(self, ins)
+        if x.ndim != 2 or feature.ndim != 2 or time.ndim != 2:
+            raise self.fail(f"input {x.shape}, weights_feature {feature.shape} and weights_time {time.shape} must "
+                            "have rank 2")
+        batch, filters, self.memory = int(x.shape[0]), int(feature.shape[0]), int(time.shape[1])
+        if self.rank <= 0 or filters % self.rank:
+            raise self.fail(f"rank {self.rank} must be positive and divide the {filters} filters")
+        self.units = filters // self.rank
+        if feature.shape[1] != x.shape[1] or time.shape[0] != filters:
+            raise self.fail(f"weights_feature {feature.shape} must be [filters, {x.shape[1]}] and weights_time "
+                            f"{time.shape} [{filters}, memory]")
+        if bias is not None and tuple(bias.shape) != (self.units,):
+            raise self.fail(f"the bias {bias.shape} must have one value per unit ({self.units})")
+        _check_state(self, ins, 4, batch * filters * self.memory, "state")
+        if ins[4].ndim != 2 or ins[4].shape[0] != batch:
+            raise self.fail(f"the state {ins[4].shape} must be [{batch}, {filters * self.memory}]")
+        self.weights = self._weights(feature.value, time.value) if feature.value is not None and \
+            time.value is not None else None
+        return [Spec((batch, self.units), FLOAT)]
+
+    def _weights(self, feature: np.ndarray, time: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The feature weights transposed (exact float64 integers when hybrid) and the time
+        weights as float32 (dequantized when hybrid: ``int8 * scale`` in float32)."""
+        if self.hybrid:
+            return (np.ascontiguousarray(np.asarray(feature).T, np.float64),
+                    np.asarray(time).astype(FLOAT) * self.scales[1])
+        return np.ascontiguousarray(np.asarray(feature, FLOAT).T), np.asarray(time, FLOAT)
+
+    def eval(self, ins, outs):
+        x, bias, out = ins[0], ins[3], outs[0]
+        feature, time = self.weights if self.weights is not None else self._weights(ins[1], ins[2])
+        batch = x.shape[0]
+        state = ins[4].reshape(batch, -1, self.memory)  # [batch, filters, memory], in place
+        if self.memory > 1:
+            state[:, :, :-1] = state[:, :, 1:].copy()
+        if self.hybrid:
+            centered, row_scale = quantize_centered(x, self.asymmetric)
+            dot = (centered.astype(np.float64) @ feature).astype(FLOAT)  # exact integers, rounded once
+            state[:, :, -1] = dot * (row_scale * self.scales[0])[:, None]
+        else:
+            state[:, :, -1] = x @ feature
+        per_filter = np.einsum("bfm,fm->bf", state, time, dtype=FLOAT)
+        np.sum(per_filter.reshape(batch, self.units, self.rank), axis=2, dtype=FLOAT, out=out)
+        if bias is not None:
+            out += bias
+        _activate(self.activation, out, out)

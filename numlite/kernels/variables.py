@@ -9,6 +9,8 @@ there.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from numlite.errors import NumliteError
@@ -16,15 +18,18 @@ from numlite.kernels.base import Kernel, Spec, register
 
 
 class VariableStore:
-    """The resource variables of one interpreter: a handle per name, and the values."""
+    """The resources of one interpreter: the variables (a handle per name, and the values), and
+    the hash tables of numlite/kernels/hashtable.py by table id."""
 
     def __init__(self) -> None:
         self.values: dict[int, np.ndarray] = {}
         self.handles: dict[tuple[str, str], int] = {}
         self.names: list[tuple[str, str]] = []
+        self.tables: dict[int, Any] = {}  # table_id -> HashTable
 
     def clear(self) -> None:
-        """Forget every value (handles stay valid)."""
+        """Forget every variable's value (handles stay valid; hash tables stay filled, as
+        LiteRT keeps its resources: their import runs once)."""
         self.values.clear()
 
     def handle(self, container: str, shared_name: str) -> int:
