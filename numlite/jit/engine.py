@@ -45,6 +45,13 @@ AUTO_HOT_SECONDS = 0.5  # NumPy invoke time after which "auto" compiles a root s
 AUTO_MIN_INVOKES = 3  # ...and at least this many invokes (one slow first invoke is not "hot")
 
 
+def _flushes(interpreter: Any) -> bool:
+    """Whether the interpreter flushes denormals while it runs (``flush_denormals``)."""
+    from numlite.interpreter import denormals
+
+    return denormals.SUPPORTED and isinstance(interpreter._float_mode, denormals.FlushDenormals)
+
+
 class CompiledModel:
     """One root subgraph (and its callees) compiled; see the module docstring."""
 
@@ -97,28 +104,49 @@ class CompiledModel:
         import numba
 
         from numlite.jit import cache
-        from numlite.jit.kernels.common import CTL_SIZE
+        from numlite.jit.kernels.common import CTL_SIZE, FLUSH, FLUSHES_INLINE
 
         started = time.perf_counter()
         self.path = cache.write_module(self.source)
         module = cache.load_module(self.path)
         self.ctl = np.zeros(CTL_SIZE, np.int64)
+        flushes = _flushes(self.interpreter)
+        self.ctl[FLUSH] = flushes
+        self.sets_float_mode = FLUSHES_INLINE or not flushes  # else the interpreter's context does it
         self._bind()
         fn = module.main
-        fn.compile((numba.typeof(self.A), numba.typeof(self.ctl)))
+        # The compiled overload's own entry point: no dispatch on the argument types (about
+        # 0.5 us of Numba's dispatcher per call); the arenas' types never change for a source.
+        entry = fn.compile((numba.typeof(self.A), numba.typeof(self.ctl)))
         self.cache_hit = bool(fn.stats.cache_hits) and not fn.stats.cache_misses
         self.compile_seconds = time.perf_counter() - started
-        self.fn = fn
+        self.fn = entry
 
     def _bind(self) -> None:
-        """The arenas (constants copied in) and the views the inputs and outputs go through."""
+        """The arenas (constants copied in) and the views of the root's inputs and outputs,
+        which :meth:`attach` makes the interpreter's own arrays of those tensors."""
         self.A = self.arenas.build()
         runtime = self.interpreter.subgraph(self.root)
-        self.in_views = [(t, self.arenas.view(self.A, slot, shape)) for t, slot, shape in self.inputs]
-        self.out_views = [
+        self.views = [(t, self.arenas.view(self.A, slot, shape)) for t, slot, shape in self.inputs]
+        self.views += [
             (t, self.arenas.view(self.A, slot, shape)) for t, slot, shape in self.outputs
             if not runtime.known[t] and t not in runtime.graph.inputs
         ]  # fmt: skip
+        self.attached = False
+
+    def attach(self) -> None:
+        """Make the arena views of the root's inputs and outputs the arrays the interpreter (and
+        its NumPy engine) reads and writes for those tensors: ``set_tensor`` writes the compiled
+        model's input, ``get_tensor`` reads its output, and an invoke copies nothing. The values
+        they hold now (inputs set before a re-allocation) move into the views. Runs in the
+        interpreter's thread (a background compile only builds the views)."""
+        runtime = self.interpreter.subgraph(self.root)
+        for t, view in self.views:
+            current = runtime.arrays[t]
+            if current is not None and current is not view and current.shape == view.shape:
+                copy_into(view, current)
+            runtime.rebind(t, view)
+        self.attached = True
 
     def current(self) -> bool:
         """Whether every subgraph it was generated from is still prepared as it was."""
@@ -133,16 +161,12 @@ class CompiledModel:
             ctl[0] = 1
 
     def run(self) -> None:
-        arrays = self.interpreter.subgraph(self.root).arrays
-        for t, view in self.in_views:
-            copy_into(view, arrays[t])
+        """One invoke (the inputs and outputs are the arena views: see :meth:`attach`)."""
         ctl = self.ctl
         ctl[0] = 0  # a cancel() before this invoke does not stop it (as on NumPy)
         ctl[1] = 0
         if self.fn(self.A, ctl):
             raise self._error()
-        for t, view in self.out_views:
-            copy_into(arrays[t], view)
 
     def _error(self) -> Exception:
         from numlite.jit.kernels.common import CANCELLED, CODES
@@ -222,6 +246,9 @@ class JitManager:
         if not jit.available():
             self.reasons[root] = status()
             return None
+        if self.interpreter.preserve_all_tensors:
+            self.reasons[root] = "runs on NumPy: experimental_preserve_all_tensors keeps every intermediate tensor readable"
+            return None
         from numlite.jit.kernels import NotCompiled
 
         try:
@@ -257,6 +284,8 @@ class JitManager:
         if engine is None:
             return None
         if engine.current() or engine.refresh():
+            if not engine.attached:
+                engine.attach()
             return engine
         del self.engines[sg.index]  # prepared for other shapes: rebuilt at allocate (True) or when hot
         return None
