@@ -21,6 +21,7 @@ from helpers import assert_close, litert_interpreter, run_interpreter
 
 import numlite
 from numlite import jit
+from numlite.interpreter import denormals
 from numlite.errors import CancelledError, InvokeError
 from numlite.model import write_model
 from numlite.model.ir import Buffer, Model, Operator, OperatorCode, Options, Quantization, Subgraph, Tensor
@@ -185,6 +186,30 @@ def loop_model() -> bytes:
     return g.bytes()
 
 
+def reuse_model() -> bytes:
+    """Intermediates that die (fused RELU6 and RELU: loops of several lines), then a WHILE
+    whose body keeps ``e`` alive across two other intermediates: ``v = tanh(relu(v * 0.9 + c)) - v * 0.9``.
+    The arena planner shares memory between the dead ones; a wrong lifetime changes the output."""
+    g = Graphs()
+    main, cond, body = (g.subgraph() for _ in range(3))
+    x, n = main.input((32,)), main.input((), np.int32)
+    a = main.op("ADD", [x, main.const(rng_floats((32,), 1))], (32,), options=Options("AddOptions", fused_activation_function=3), output=False)
+    c = main.op("TANH", [main.op("MUL", [a, a], (32,), options=Options("MulOptions"), output=False)], (32,), output=False)
+    d = main.op("SUB", [c, x], (32,), options=Options("SubOptions"), output=False)
+    outs = [main.tensor((), np.int32), main.tensor((), np.int32), main.tensor((32,))]
+    main.graph.operators.append(Operator(g.opcode("WHILE"), [main.const(0, np.int32), n, d], outs,
+                                         builtin_options=Options("WhileOptions", cond_subgraph_index=1, body_subgraph_index=2)))
+    main.graph.outputs = [outs[0], outs[2]]
+    i, n_, v = cond.input((), np.int32), cond.input((), np.int32), cond.input((32,))
+    cond.op("LESS", [i, n_], (), np.bool_)
+    i, n_, v = body.input((), np.int32), body.input((), np.int32), body.input((32,))
+    e = body.op("MUL", [v, body.const(0.9)], (32,), options=Options("MulOptions"), output=False)
+    f = body.op("ADD", [e, body.const(rng_floats((32,), 2))], (32,), options=Options("AddOptions", fused_activation_function=1), output=False)
+    new_v = body.op("SUB", [body.op("TANH", [f], (32,), output=False), e], (32,), options=Options("SubOptions"), output=False)
+    body.graph.outputs = [body.op("ADD", [i, body.const(1, np.int32)], (), np.int32, output=False), n_, new_v]
+    return g.bytes()
+
+
 @pytest.fixture(scope="module")
 def jit_cache(tmp_path_factory):
     folder = str(tmp_path_factory.mktemp("numlite-jit-cache"))
@@ -224,6 +249,14 @@ def kernels(jit_cache):
 @pytest.fixture(scope="module")
 def loop(jit_cache):
     model = loop_model()
+    interpreter = numlite.Interpreter(model_content=model, jit=True)
+    interpreter.allocate_tensors()
+    return model, interpreter
+
+
+@pytest.fixture(scope="module")
+def reuse(jit_cache):
+    model = reuse_model()
     interpreter = numlite.Interpreter(model_content=model, jit=True)
     interpreter.allocate_tensors()
     return model, interpreter
@@ -441,3 +474,97 @@ def test_control_flow_models_of_the_converter_compile_and_match(jit_cache):
             labels = [f"{name} n={n} output {k}" for k in range(len(got))]
             _assert_same(got, run_interpreter(numpy_engine, feed), labels, "the NumPy engine")
             _assert_same(got, cf.tf_outputs(fn, feed), labels, "TensorFlow")
+
+
+def test_lifetimes_reaching_into_a_loop_cover_the_whole_loop():
+    """t1 is read in every iteration, so t3 (written later in the loop) may not take its bytes
+    though t1's last line comes before t3's first; t4 (after the loop) may."""
+    from numlite.jit.codegen import Arenas
+
+    arenas = Arenas()
+    t1, t2, t3, t4 = (arenas.alloc(np.float32, 16) for _ in range(4))
+    lines = ["    t1[0] = 1", "    while True:", "        t2[0] = t1[0]", "        t3[0] = t2[0]", "        break", "    t4[0] = t3[0]"]
+    arenas.plan(lines, {t1, t2, t3, t4}, set())
+    at = arenas.offsets
+    assert len({at[t1], at[t2], at[t3]}) == 3 and at[t4] in (at[t1], at[t2])
+    assert arenas.arena_bytes == 3 * 64
+
+
+def test_tensors_share_the_arena_and_match_litert_and_numpy(reuse):
+    model, interpreter = reuse
+    report = _compiled(interpreter)
+    arenas = interpreter._jit.engines[0].arenas
+    assert report["arena_bytes"] < sum(s.size * arenas.dtypes[s.arena].itemsize for s in arenas.offsets)  # memory shared
+    assert report["constant_bytes"] == 0 and report["shared_constant_bytes"] == 4 * (32 + 1 + 32) + 2 * 4  # read in place
+    for n in (0, 1, 6):
+        feed = [rng_floats((32,), 30 + n), np.int32(n)]
+        got = run_interpreter(interpreter, feed)
+        litert = litert_interpreter(model)
+        litert.allocate_tensors()
+        _assert_same(got, run_interpreter(litert, feed), ["i", "v"], "LiteRT")
+        numpy_engine = numlite.Interpreter(model_content=model)
+        numpy_engine.allocate_tensors()
+        _assert_same(got, run_interpreter(numpy_engine, feed), ["i", "v"], "the NumPy engine")
+
+
+def test_inputs_and_outputs_are_the_arena_itself(reuse):
+    """set_tensor writes the compiled model's input and get_tensor copies its output (no copies
+    in invoke); inputs stay set across invokes and re-allocations; a watched invoke runs the
+    NumPy engine on the same arrays."""
+    model, interpreter = reuse
+    x, n = (d["index"] for d in interpreter.get_input_details())
+    v = interpreter.get_output_details()[1]["index"]
+    first = run_interpreter(interpreter, [rng_floats((32,), 40), np.int32(4)])[1]
+    engine = interpreter._jit.engines[0]
+    live = interpreter.tensor(v)
+    assert all(np.shares_memory(interpreter.tensor(t)(), engine.A[0]) for t in (x, v))
+    interpreter.invoke()  # the inputs are still set
+    np.testing.assert_array_equal(interpreter.get_tensor(v), first)
+    interpreter.allocate_tensors()  # rebinds to new arenas: the inputs move with them
+    interpreter.invoke()
+    np.testing.assert_array_equal(interpreter.get_tensor(v), first)
+    interpreter.set_tensor(n, np.int32(2))
+    interpreter.invoke()
+    second = interpreter.get_tensor(v)
+    assert not np.array_equal(second, first)
+    np.testing.assert_array_equal(live(), second)  # tensor() is the arena's view
+    interpreter.check_cancelled = lambda: False  # watched: this invoke runs on NumPy
+    try:
+        interpreter.set_tensor(n, np.int32(4))
+        interpreter.invoke()
+        assert_close(interpreter.get_tensor(v), first, what="the NumPy engine on the arena's arrays")
+    finally:
+        interpreter.check_cancelled = None
+
+
+@pytest.mark.skipif(not denormals.SUPPORTED, reason="no FTZ/DAZ control on this platform")
+def test_compiled_code_flushes_denormals_and_restores_the_callers_mode(jit_cache, loop):
+    """As the NumPy engine (tests/test_denormals.py): LiteRT's default kernels read denormals
+    as zero, its builtin ones compute with them, and the caller's mode is left as it was,
+    also after a compiled invoke that failed."""
+    g = Graphs()
+    m = g.subgraph()
+    m.op("MUL", [m.input((4,)), m.const(1e30)], (4,), options=Options("MulOptions"))
+    model = g.bytes()
+    denormal = np.array([1e-40, -3e-39, 1e-38, 1.0], np.float32)
+    for flush, builtin_only in ((True, False), (False, True)):
+        interpreter = numlite.Interpreter(model_content=model, jit=True, flush_denormals=flush)
+        got = run_interpreter(interpreter, [denormal])[0]
+        _compiled(interpreter)
+        expected = run_interpreter(litert_interpreter(model, builtin_only=builtin_only), [denormal])[0]
+        assert (expected[0] == 0) == flush  # LiteRT flushes with its default kernels only
+        np.testing.assert_allclose(got, expected, rtol=1e-6, atol=0, err_msg=f"flush_denormals={flush}")  # no atol: the values are 1e-10
+        assert np.float32(1e-40) * np.float32(1e30) != 0
+    _, looping = loop
+    with pytest.raises(InvokeError):
+        run_interpreter(looping, [np.int32(3), rng_floats((4,), 0), np.int32(6)])  # fails inside the compiled loop
+    assert np.float32(1e-40) * np.float32(1e30) != 0
+
+
+def test_preserve_all_tensors_stays_on_numpy(reuse):
+    model, _ = reuse
+    interpreter = numlite.Interpreter(model_content=model, jit=True, experimental_preserve_all_tensors=True)
+    interpreter.allocate_tensors()
+    report = interpreter.jit_report()["subgraphs"][0]
+    assert not report["compiled"] and "experimental_preserve_all_tensors" in report["reason"]
+    assert run_interpreter(interpreter, [rng_floats((32,), 3), np.int32(2)])[0] == 2

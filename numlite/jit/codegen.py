@@ -35,6 +35,7 @@ gets its own slice).
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
@@ -56,15 +57,18 @@ MOVES_ELEMENTS = {"RESHAPE", "SQUEEZE", "EXPAND_DIMS", "TRANSPOSE", "SLICE", "ST
 
 @dataclass(frozen=True)
 class Slot:
-    """A tensor's place: ``size`` elements at ``offset`` in arena ``arena``."""
+    """A tensor's (or a constant's) place: ``size`` elements of dtype number ``arena``. A
+    tensor's offset in its dtype's arena is planned once the whole function is generated
+    (:meth:`Arenas.plan`); a constant is an array of its own, read in place."""
 
     arena: int
-    offset: int
+    key: int  # unique in the generated function
     size: int
+    constant: bool = False
 
     @property
     def name(self) -> str:
-        return f"s{self.arena}_{self.offset}_{self.size}"
+        return f"{'c' if self.constant else 't'}{self.key}"
 
 
 @dataclass
@@ -95,45 +99,129 @@ class JitNode:
 
 
 class Arenas:
-    """The per-dtype arenas of one compiled model: their sizes and constant contents."""
+    """The memory of one compiled model: an arena per dtype for its tensors, where tensors
+    whose lifetimes do not overlap share bytes (planned by numlite's own arena planner), and
+    its constants, each an array of its own that the compiled code reads in place through its
+    address (``ctl[CTL_SIZE + k]``). A constant that is the interpreter's own array (a weight
+    in the model's buffers, a folded tensor) is therefore not copied."""
 
     def __init__(self) -> None:
         self.dtypes: list[np.dtype] = []
-        self.sizes: list[int] = []
-        self.constants: list[tuple[Slot, np.ndarray]] = []
+        self.sizes: list[int] = []  # elements of each arena, once planned
+        self.offsets: dict[Slot, int] = {}  # tensor -> element offset in its arena, once planned
+        self.constants: list[tuple[Slot, np.ndarray, bool]] = []  # (slot, flat array, shared with the interpreter)
         self._known: dict[int, tuple[np.ndarray, Slot]] = {}  # id -> (array kept alive, slot)
+        self._keys = 0
 
-    def alloc(self, dtype: Any, size: int) -> Slot:
+    def _dtype(self, dtype: Any) -> int:
         dtype = np.dtype(dtype)
         if dtype not in self.dtypes:
             if dtype not in ARENA_DTYPES:
                 raise NotCompiled(f"tensors of {dtype.name} are not compiled")
             self.dtypes.append(dtype)
             self.sizes.append(0)
-        a = self.dtypes.index(dtype)
-        slot = Slot(a, self.sizes[a], int(size))
-        self.sizes[a] += int(size)
-        return slot
+        return self.dtypes.index(dtype)
 
-    def const(self, value: np.ndarray, dtype: Any = None) -> Slot:
-        """A slot holding ``value`` (the same slot for the same array object)."""
+    def _slot(self, dtype: Any, size: int, constant: bool) -> Slot:
+        self._keys += 1
+        return Slot(self._dtype(dtype), self._keys, int(size), constant)
+
+    def alloc(self, dtype: Any, size: int) -> Slot:
+        """A tensor's slot (placed by :meth:`plan`)."""
+        return self._slot(dtype, size, False)
+
+    def const(self, value: np.ndarray, dtype: Any = None, interpreters: bool = False) -> Slot:
+        """A slot holding ``value`` (the same slot for the same array object); ``interpreters``
+        says that ``value`` is the interpreter's own array (reported as not copied when it is
+        read in place)."""
         found = self._known.get(id(value))
         if found is not None:
             return found[1]
-        array = np.asarray(value, dtype)
-        slot = self.alloc(array.dtype, array.size)
-        self.constants.append((slot, array))
+        flat = np.asarray(value, dtype).reshape(-1)  # a view when it can be
+        if not flat.flags.c_contiguous or flat.ctypes.data % max(flat.dtype.itemsize, 1):
+            flat = flat.copy()  # the compiled code reads it as an aligned C array
+        slot = self._slot(flat.dtype, flat.size, True)
+        self.constants.append((slot, flat, interpreters and np.may_share_memory(flat, value)))
         self._known[id(value)] = (value, slot)
         return slot
 
-    def build(self) -> tuple[np.ndarray, ...]:
-        arrays = tuple(np.zeros(max(n, 1), d) for d, n in zip(self.dtypes, self.sizes))
-        for slot, value in self.constants:
-            arrays[slot.arena][slot.offset : slot.offset + slot.size] = value.reshape(-1)
-        return arrays
+    def plan(self, lines: Sequence[str], slots: set[Slot], pinned: set[Slot]) -> None:
+        """Place the tensors, from their lifetimes in the generated ``lines``: the first and
+        last line naming them. In straight code that is the order they run in; a lifetime that
+        reaches into a loop (``for``, ``while``) but is not inside it is extended over the whole
+        loop, as a later iteration runs its earlier lines again. ``pinned`` tensors (the root's
+        inputs and outputs, which hold values between invokes) live throughout."""
+        from numlite.interpreter.planner import Lifetime, plan_arena
+
+        tensors = {s.name: s for s in slots if not s.constant}
+        first: dict[Slot, int] = {}
+        last: dict[Slot, int] = {}
+        loops: list[tuple[int, int]] = []
+        open_loops: list[tuple[int, int]] = []  # (indent, first line)
+        for n, text in enumerate(lines):
+            stripped = text.lstrip()
+            indent = len(text) - len(stripped)
+            while open_loops and indent <= open_loops[-1][0]:
+                loops.append((open_loops.pop()[1], n - 1))
+            if stripped.startswith(("for ", "while ")):
+                open_loops.append((indent, n))
+            for name in _NAMES.findall(text):
+                slot = tensors.get(name)
+                if slot is not None:
+                    first.setdefault(slot, n)
+                    last[slot] = n
+        loops += [(start, len(lines) - 1) for _, start in open_loops]
+        span: dict[Slot, tuple[int, int]] = {}
+        for slot in tensors.values():
+            if slot in pinned:
+                span[slot] = (-1, len(lines))
+            elif slot in first:
+                span[slot] = _over_loops(first[slot], last[slot], loops)
+            else:
+                span[slot] = (-1, -1)  # named nowhere: its view is never used
+        for a in range(len(self.dtypes)):
+            itemsize = self.dtypes[a].itemsize
+            mine = [(s, span[s]) for s in tensors.values() if s.arena == a]
+            offsets, nbytes = plan_arena([Lifetime(s.key, s.size * itemsize, f, l) for s, (f, l) in mine])
+            self.offsets.update((s, offsets[s.key] // itemsize) for s, _ in mine)
+            self.sizes[a] = nbytes // itemsize
+
+    @property
+    def arena_bytes(self) -> int:
+        return sum(n * d.itemsize for d, n in zip(self.dtypes, self.sizes))
+
+    def constant_bytes(self, shared: bool) -> int:
+        """Bytes of the constants read in place from the interpreter's arrays (``shared``),
+        or of those the generator made (index maps, repacked weights, converted dtypes)."""
+        return sum(flat.nbytes for _, flat, s in self.constants if s == shared)
+
+    def build(self) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+        """The arenas (zeroed) and the constants' addresses, in the order of :attr:`constants`."""
+        from numlite.interpreter.planner import aligned_zeros
+
+        arenas = tuple(aligned_zeros(max(n, 1) * d.itemsize).view(d) for d, n in zip(self.dtypes, self.sizes))
+        addresses = np.array([flat.ctypes.data for _, flat, _ in self.constants], np.int64)
+        return arenas, addresses
 
     def view(self, arrays: Sequence[np.ndarray], slot: Slot, shape: tuple[int, ...]) -> np.ndarray:
-        return arrays[slot.arena][slot.offset : slot.offset + slot.size].reshape(shape)
+        offset = self.offsets[slot]
+        return arrays[slot.arena][offset : offset + slot.size].reshape(shape)
+
+
+_NAMES = re.compile(r"\bt\d+\b")
+
+
+def _over_loops(first: int, last: int, loops: Sequence[tuple[int, int]]) -> tuple[int, int]:
+    """A lifetime (lines ``first`` to ``last``) widened over every loop it reaches into
+    without being inside it (again after each widening: loops nest)."""
+    changed = True
+    while changed:
+        changed = False
+        for start, end in loops:
+            if first <= end and last >= start and not (start <= first and last <= end):
+                if first > start or last < end:
+                    first, last, changed = min(first, start), max(last, end), True
+    return first, last
 
 
 class Generator:
@@ -155,7 +243,7 @@ class Generator:
 
     def generate(self) -> str:
         """The module's source; raises NotCompiled naming what is not covered."""
-        from numlite.jit.kernels.common import FLUSH, HELPERS
+        from numlite.jit.kernels.common import CTL_SIZE, FLUSH, HELPERS
 
         runtime = self.interpreter.subgraph(self.root)
         g = runtime.graph
@@ -169,10 +257,17 @@ class Generator:
                 except NotCompiled as e:
                     raise NotCompiled(f"subgraph {self.root}, tensor {t}: {e}") from None
         self.subgraph(self.root, [s for _, s, _ in self.inputs], [s for _, s, _ in self.outputs], (), 1)
-        arenas = sorted({s.arena for s in self.slots})
+        arenas = self.arenas
+        arenas.plan(self.lines, self.slots, {s for _, s, _ in (*self.inputs, *self.outputs)})
         body = ["@njit(cache=True, nogil=True)", "def run(A, ctl):"]
-        body += [f"    a{a} = A[{a}]" for a in arenas]
-        body += [f"    {s.name} = a{s.arena}[{s.offset}:{s.offset + s.size}]" for s in sorted(self.slots, key=lambda s: (s.arena, s.offset, s.size))]
+        body += [f"    a{a} = A[{a}]" for a in sorted({s.arena for s in self.slots if not s.constant})]
+        tensors = sorted((s for s in self.slots if not s.constant), key=lambda s: (s.arena, arenas.offsets[s], s.key))
+        body += [f"    {s.name} = a{s.arena}[{arenas.offsets[s]}:{arenas.offsets[s] + s.size}]" for s in tensors]
+        number = {slot: k for k, (slot, _, _) in enumerate(arenas.constants)}
+        body += [
+            f"    {s.name} = carray(at(ctl[{CTL_SIZE + number[s]}], np.{arenas.dtypes[s.arena].name}), {s.size})"
+            for s in sorted((s for s in self.slots if s.constant), key=lambda s: number[s])
+        ]  # fmt: skip
         body += self.lines + ["    return 0", ""]
         # The entry point: the model's code between setting and restoring the FP mode (run has
         # several returns; a second function keeps the restore on every path).
@@ -181,12 +276,13 @@ class Generator:
         modules = sorted({m for m, _, _ in self.imports.values()})
         header = [
             f"# Generated by numlite.jit from subgraph {self.root} of a model: {self.ops} operators,",
-            "# arenas " + ", ".join(f"{d.name}[{n}]" for d, n in zip(self.arenas.dtypes, self.arenas.sizes)) + ".",
+            "# arenas " + ", ".join(f"{d.name}[{n}]" for d, n in zip(self.arenas.dtypes, self.arenas.sizes))
+            + f", {len(self.arenas.constants)} constants.",
             "# Content-addressed cache file: do not edit.",
             "import math",
             "",
             "import numpy as np",
-            "from numba import njit",
+            "from numba import carray, njit",
             "",
             f"from numlite.jit.kernels.common import {', '.join(HELPERS)}",
             *[f"import {m}" for m in modules],
@@ -367,7 +463,7 @@ class FunctionGen:
             value = rt.arrays[t]
             if value.dtype.kind not in "biuf":
                 raise NotCompiled(f"{where}: constant tensor {t} of {value.dtype.name} is not compiled")
-            slot = self.gen.arenas.const(value)
+            slot = self.gen.arenas.const(value, interpreters=True)
         self.gen.slots.add(slot)
         shape = rt.shapes[t] if rt.shapes[t] is not None else np.shape(value)
         return Operand(slot.name, tuple(shape), rt.dtypes[t], value, slot)

@@ -109,7 +109,7 @@ class CompiledModel:
         started = time.perf_counter()
         self.path = cache.write_module(self.source)
         module = cache.load_module(self.path)
-        self.ctl = np.zeros(CTL_SIZE, np.int64)
+        self.ctl = np.zeros(CTL_SIZE + len(self.arenas.constants), np.int64)
         flushes = _flushes(self.interpreter)
         self.ctl[FLUSH] = flushes
         self.sets_float_mode = FLUSHES_INLINE or not flushes  # else the interpreter's context does it
@@ -125,7 +125,9 @@ class CompiledModel:
     def _bind(self) -> None:
         """The arenas (constants copied in) and the views of the root's inputs and outputs,
         which :meth:`attach` makes the interpreter's own arrays of those tensors."""
-        self.A = self.arenas.build()
+        from numlite.jit.kernels.common import CTL_SIZE
+
+        self.A, self.ctl[CTL_SIZE:] = self.arenas.build()  # the constants' addresses (self.arenas keeps them alive)
         runtime = self.interpreter.subgraph(self.root)
         self.views = [(t, self.arenas.view(self.A, slot, shape)) for t, slot, shape in self.inputs]
         self.views += [
@@ -352,6 +354,8 @@ class JitManager:
                 entry.update(
                     operators=built.operators, subgraphs=sorted(built.generations), module=str(built.path) if built.path else None,
                     generate_seconds=built.generate_seconds, compile_seconds=built.compile_seconds, cache_hit=built.cache_hit,
+                    arena_bytes=built.arenas.arena_bytes, constant_bytes=built.arenas.constant_bytes(shared=False),
+                    shared_constant_bytes=built.arenas.constant_bytes(shared=True),
                 )  # fmt: skip
             roots[root] = entry
         return {"mode": self.mode, "numba": status(), "subgraphs": roots}

@@ -19,6 +19,7 @@ The control array ``ctl`` (int64) of a compiled model:
       the IF and WHILE nodes it sits in)
 7     1: flush denormals to zero while the model runs (:func:`fp_enter`), as the
       NumPy engine's ``FlushDenormals`` context does; 0: leave the FP mode alone
+8...  the addresses of the model's constants, read in place (:func:`at`)
 ====  ===========================================================================
 """
 
@@ -249,4 +250,19 @@ def fp_exit(typingctx: Any, saved: Any, flush: Any) -> Any:
     return types.none(saved, flush), codegen
 
 
-HELPERS = ("fail", "cancelled", "max_nan", "min_nan", "relu", "clip", "saturate", "fp_enter", "fp_exit")  # imported by every generated module
+@intrinsic
+def at(typingctx: Any, address: Any, dtype: Any) -> Any:
+    """The int64 ``address`` as a pointer to ``dtype`` (a NumPy scalar type), for
+    ``carray(at(ctl[k], np.float32), n)``: a constant read in place where the interpreter
+    keeps it (the generated code holds no copy of the model's weights)."""
+    element = getattr(dtype, "instance_type", None)
+    if element is None:
+        return None
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        return builder.inttoptr(args[0], context.get_value_type(signature.return_type))
+
+    return types.CPointer(element)(address, dtype), codegen
+
+
+HELPERS = ("fail", "cancelled", "max_nan", "min_nan", "relu", "clip", "saturate", "fp_enter", "fp_exit", "at")  # imported by every generated module
