@@ -1,11 +1,14 @@
 """The compiled engine of one interpreter: when to compile, running compiled, errors.
 
 :class:`CompiledModel` is one root subgraph compiled: the generated module (see
-:mod:`numlite.jit.codegen`), its arenas with the constants copied in, and ``run()``, which
-copies the root's inputs from the interpreter's arrays into the arenas, calls the compiled
-``main`` (which releases the GIL), turns an error code into the numlite error the NumPy
-engine raises (naming the node, through every IF and WHILE it sits in) and copies the outputs
-back into the interpreter's arrays, so ``get_tensor`` and ``tensor()`` read them as usual.
+:mod:`numlite.jit.codegen`), its arenas (the constants are read in place, through their
+addresses), and ``run()``, which calls the compiled ``main`` (which releases the GIL and sets
+the flush-to-zero mode itself) through the overload's entry point, and turns an error code
+into the numlite error the NumPy engine raises (naming the node, through every IF and WHILE it
+sits in). The root's inputs and outputs are views of the arenas, made the interpreter's own
+arrays of those tensors (:meth:`CompiledModel.attach`), so ``set_tensor`` writes straight
+into the compiled model's input, ``get_tensor`` and ``tensor()`` read its output, and an
+invoke copies nothing.
 
 :class:`JitManager` decides when (the interpreter's ``jit`` argument):
 
@@ -163,11 +166,9 @@ class CompiledModel:
             ctl[0] = 1
 
     def run(self) -> None:
-        """One invoke (the inputs and outputs are the arena views: see :meth:`attach`)."""
-        ctl = self.ctl
-        ctl[0] = 0  # a cancel() before this invoke does not stop it (as on NumPy)
-        ctl[1] = 0
-        if self.fn(self.A, ctl):
+        """One invoke (the inputs and outputs are the arena views: see :meth:`attach`; the
+        compiled ``main`` clears the cancel flag and the error code)."""
+        if self.fn(self.A, self.ctl):
             raise self._error()
 
     def _error(self) -> Exception:
@@ -290,6 +291,15 @@ class JitManager:
                 engine.attach()
             return engine
         del self.engines[sg.index]  # prepared for other shapes: rebuilt at allocate (True) or when hot
+        return None
+
+    def fast(self, sg: "SubgraphRuntime") -> CompiledModel | None:
+        """The compiled model of ``sg`` when it can run at once: current, bound to the
+        interpreter's arrays and setting the FP mode itself (else None: the interpreter takes
+        its usual path, through :meth:`ready`)."""
+        engine = self.engines.get(sg.index)
+        if engine is not None and engine.attached and engine.sets_float_mode and engine.current():
+            return engine
         return None
 
     def invoke(self, sg: "SubgraphRuntime", numpy_invoke: Callable[[], None]) -> None:
