@@ -3,33 +3,34 @@ the source of a Python module holding one ``@njit`` function, ``run(A, ctl)``, a
 point ``main(A, ctl)``, which sets the FP mode (flush-to-zero), calls ``run`` and restores it.
 
 Memory is one flat array per dtype (the *arenas*, passed as one tuple ``A``); every tensor is
-a slice of its dtype's arena at an offset fixed here, so the generated code names each tensor
-as a local view, ``s0_16_32 = a0[16:48]``, and every node is a line or a loop over those views
-with static shapes written as literals::
+a slice of its dtype's arena at an offset planned here (tensors whose lifetimes do not overlap
+share bytes: :meth:`Arenas.plan`), so the generated code names each tensor as a local view,
+``t16 = a0[64:96]``, and every node is a line or a loop over those views with static shapes
+written as literals::
 
     @njit(cache=True, nogil=True)
     def run(A, ctl):
         a0 = A[0]
-        s0_0_1 = a0[0:1]
+        t1 = a0[0:1]
         ...
         # subgraph 0, node 0: WHILE
         while True:
             if ctl[0] != 0: return cancelled(ctl, 0, 0, 1)
             # subgraph 1, node 0: LESS
-            s2_0_1[0] = s1_1_1[0] < s1_3_1[0]
+            t9[0] = t2[0] < t3[0]
             ...
 
 The subgraphs an IF or WHILE calls are generated in place (inlined at each call site, bound
 to that site's buffers), so a model is one function: Numba compiles it as one unit, which is
 what costs time (a function per kernel or per subgraph cost a separate compile each).
 
-Constants (model weights, folded tensors, index maps the emitters compute) are copied into
-the arenas once, when the engine is built; they are not in the source, so the source (and the
-compiled code, cached by Numba) depends only on the model's structure and shapes. ``main``
-returns 0, or 1 after a kernel recorded an error in the control array ``ctl`` (see
-:mod:`numlite.jit.kernels.common`) together with the index of its call-site chain in
-:attr:`Generator.traces`. Tensors are not reused across a run (no arena sharing yet: each
-gets its own slice).
+Constants (model weights, folded tensors, index maps the emitters compute) are arrays of
+their own, read in place through their addresses in ``ctl`` (``c3 = carray(at(ctl[9],
+np.float32), 12)``): a model's weights are not copied, and they are not in the source, so the
+source (and the compiled code, cached by Numba) depends only on the model's structure and
+shapes. ``main`` returns 0, or 1 after a kernel recorded an error in the control array ``ctl``
+(see :mod:`numlite.jit.kernels.common`) together with the index of its call-site chain in
+:attr:`Generator.traces`.
 """
 
 from __future__ import annotations
