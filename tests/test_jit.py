@@ -246,20 +246,29 @@ def kernels(jit_cache):
     return model, inputs, interpreter
 
 
-@pytest.fixture(scope="module")
-def loop(jit_cache):
-    model = loop_model()
+def _allocated(model: bytes) -> tuple[bytes, Any]:
     interpreter = numlite.Interpreter(model_content=model, jit=True)
     interpreter.allocate_tensors()
     return model, interpreter
+
+
+@pytest.fixture(scope="module")
+def loop(jit_cache):
+    return _allocated(loop_model())
 
 
 @pytest.fixture(scope="module")
 def reuse(jit_cache):
-    model = reuse_model()
-    interpreter = numlite.Interpreter(model_content=model, jit=True)
-    interpreter.allocate_tensors()
-    return model, interpreter
+    return _allocated(reuse_model())
+
+
+def _matches_litert_and_numpy(model: bytes, got: Sequence[np.ndarray], feed: Sequence[np.ndarray], names: Sequence[str]) -> None:
+    litert = litert_interpreter(model)
+    litert.allocate_tensors()
+    _assert_same(got, run_interpreter(litert, feed), names, "LiteRT")
+    numpy_engine = numlite.Interpreter(model_content=model)
+    numpy_engine.allocate_tensors()
+    _assert_same(got, run_interpreter(numpy_engine, feed), names, "the NumPy engine")
 
 
 def test_every_compiled_kernel_matches_litert_and_numpy(kernels):
@@ -269,13 +278,7 @@ def test_every_compiled_kernel_matches_litert_and_numpy(kernels):
     assert report["operators"] == len(names)  # every node compiled
     for seed in (0, 1):  # twice: the second invoke reuses the arenas
         feed = [v if k > 1 else rng_floats(v.shape, 20 + 3 * seed + k) for k, v in enumerate(inputs)]
-        got = run_interpreter(interpreter, feed)
-        litert = litert_interpreter(model)
-        litert.allocate_tensors()
-        _assert_same(got, run_interpreter(litert, feed), names, "LiteRT")
-        numpy_engine = numlite.Interpreter(model_content=model)
-        numpy_engine.allocate_tensors()
-        _assert_same(got, run_interpreter(numpy_engine, feed), names, "the NumPy engine")
+        _matches_litert_and_numpy(model, run_interpreter(interpreter, feed), feed, names)
 
 
 def _same_error(interpreter: Any, model: bytes, feed: Sequence[np.ndarray]) -> str:
@@ -303,13 +306,7 @@ def test_compiled_loop_with_if_matches_litert_and_numpy(loop, n, k):
     assert _compiled(interpreter)["subgraphs"] == [0, 1, 2, 3, 4]
     feed = [np.int32(n), rng_floats((4,), n), np.int32(k)]
     got = run_interpreter(interpreter, feed)
-    litert = litert_interpreter(model)
-    litert.allocate_tensors()
-    names = ["i", "v"]
-    _assert_same(got, run_interpreter(litert, feed), names, "LiteRT")
-    numpy_engine = numlite.Interpreter(model_content=model)
-    numpy_engine.allocate_tensors()
-    _assert_same(got, run_interpreter(numpy_engine, feed), names, "the NumPy engine")
+    _matches_litert_and_numpy(model, got, feed, ["i", "v"])
     assert got[0] == max(n, 0)
 
 
@@ -498,13 +495,7 @@ def test_tensors_share_the_arena_and_match_litert_and_numpy(reuse):
     assert report["constant_bytes"] == 0 and report["shared_constant_bytes"] == 4 * (32 + 1 + 32) + 2 * 4  # read in place
     for n in (0, 1, 6):
         feed = [rng_floats((32,), 30 + n), np.int32(n)]
-        got = run_interpreter(interpreter, feed)
-        litert = litert_interpreter(model)
-        litert.allocate_tensors()
-        _assert_same(got, run_interpreter(litert, feed), ["i", "v"], "LiteRT")
-        numpy_engine = numlite.Interpreter(model_content=model)
-        numpy_engine.allocate_tensors()
-        _assert_same(got, run_interpreter(numpy_engine, feed), ["i", "v"], "the NumPy engine")
+        _matches_litert_and_numpy(model, run_interpreter(interpreter, feed), feed, ["i", "v"])
 
 
 def test_inputs_and_outputs_are_the_arena_itself(reuse):

@@ -253,8 +253,9 @@ class Generator:
                 shape = runtime.shapes[t]
                 if shape is None or runtime.dynamic[t]:
                     raise NotCompiled(f"subgraph {self.root}: tensor {t} has a shape known only at run time")
+                twice = [slot for u, slot, _ in where if u == t and where is self.inputs]  # an input listed twice: one array
                 try:
-                    where.append((t, self.arenas.alloc(runtime.dtypes[t], _size(shape)), tuple(shape)))
+                    where.append((t, twice[0] if twice else self.arenas.alloc(runtime.dtypes[t], _size(shape)), tuple(shape)))
                 except NotCompiled as e:
                     raise NotCompiled(f"subgraph {self.root}, tensor {t}: {e}") from None
         self.subgraph(self.root, [s for _, s, _ in self.inputs], [s for _, s, _ in self.outputs], (), 1)
