@@ -922,10 +922,11 @@ class DepthwiseConv2D(ScratchUser, Kernel):
         source, rows, views = per_slot[slot]
         source.fill(rows)
         if isinstance(views[0], tuple):  # einsum per phase plane (``_tap_groups``)
-            product = self.products[slot][: acc.shape[0]]
-            for k, (view, weights) in enumerate(views):
-                np.einsum("hiyx,yxi->hi", view, weights, out=product if k else acc)
-                if k:
+            np.einsum("hiyx,yxi->hi", views[0][0], views[0][1], out=acc)
+            if len(views) > 1:  # one tap (a 1x1 filter) has one plane and no product scratch
+                product = self.products[slot][: acc.shape[0]]
+                for view, weights in views[1:]:
+                    np.einsum("hiyx,yxi->hi", view, weights, out=product)
                     np.add(acc, product, out=acc)
             self._finish(acc)
             return
