@@ -27,6 +27,7 @@ import numpy as np
 import numlite
 from numlite.interpreter.threads import supported as blas_threads_supported
 from numlite.model import read_model_file
+from numlite.startup_logs import startup_noise_hidden
 
 
 # Interpreters timed alternately in one process disturb each other through their worker
@@ -156,8 +157,9 @@ def measure(
 
         for n in threads:
             try:
-                interpreter = LiteRTInterpreter(model_path=model_path, num_threads=n)
-                interpreter.allocate_tensors()
+                with startup_noise_hidden():  # LiteRT announces its XNNPACK delegate on stderr
+                    interpreter = LiteRTInterpreter(model_path=model_path, num_threads=n)
+                    interpreter.allocate_tensors()
                 if inputs is None:
                     inputs = seeded_inputs(interpreter.get_input_details(), seed)
                 _feed(interpreter, inputs)

@@ -217,6 +217,16 @@ def test_bench_times_numlite_and_litert_side_by_side(model_file, tmp_path, capsy
     assert 0 < row["python_overhead_ms"]
 
 
+def test_bench_prints_no_litert_startup_notice(model_file):
+    """LiteRT announces its XNNPACK delegate once per process on stderr: a fresh process, so
+    that the notice would be printed here if numlite let it through."""
+    done = subprocess.run([sys.executable, "-m", "numlite", "bench", model_file, "--runs", "1", "--threads", "1",
+                           "--no-overhead"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "numlite/LiteRT" in done.stdout
+    assert "XNNPACK" not in done.stderr, done.stderr
+
+
 def test_bench_without_litert(model_file, capsys):
     assert main(["bench", model_file, "--runs", "2", "--threads", "1", "--no-litert", "--no-overhead"]) == 0
     out = capsys.readouterr().out
