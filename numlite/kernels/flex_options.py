@@ -26,6 +26,16 @@ INT32_RANGE = (-(2**31), 2**31 - 1)
 INT64_RANGE = (-(2**63), 2**63 - 1)
 
 
+def decode_flexbuffer(kernel: Kernel, data: bytes) -> Any:
+    """``custom_options`` decoded from flexbuffer, or an error naming the node if they are not one."""
+    from flatbuffers import flexbuffers  # only models with custom options need it
+
+    try:
+        return flexbuffers.Loads(bytes(data))
+    except Exception as e:  # truncated, or not a flexbuffer at all
+        raise kernel.fail(f"custom_options ({len(data)} bytes) are not a flexbuffer: {type(e).__name__}: {e}") from None
+
+
 class FlexOptions:
     """The decoded options map of one node, with LiteRT's typed reads."""
 
@@ -35,14 +45,7 @@ class FlexOptions:
         data = kernel.node.custom_options
         if not data:
             raise kernel.fail(f"has no custom_options; {self.op} reads its options from a flexbuffer map")
-        from flatbuffers import flexbuffers  # only models with custom options need it
-
-        try:
-            decoded = flexbuffers.Loads(bytes(data))
-        except Exception as e:  # truncated, or not a flexbuffer at all
-            raise kernel.fail(
-                f"custom_options ({len(data)} bytes) are not a flexbuffer: {type(e).__name__}: {e}"
-            ) from None
+        decoded = decode_flexbuffer(kernel, data)
         if not isinstance(decoded, dict):
             raise kernel.fail(f"custom_options are a flexbuffer {type(decoded).__name__}, not the map {self.op} reads")
         self.values: dict[str, Any] = decoded

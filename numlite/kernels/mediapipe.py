@@ -35,6 +35,7 @@ import numpy as np
 
 from numlite.errors import InvalidInputError
 from numlite.kernels.base import Kernel, Spec, TensorInfo, register, scratch
+from numlite.kernels.flex_options import decode_flexbuffer
 
 FLOAT = np.dtype(np.float32)
 LOWEST = np.float32(np.finfo(np.float32).min)  # what MediaPipe's max starts from
@@ -90,12 +91,7 @@ def _flex_options(kernel: Kernel) -> dict[str, Any]:
     data = kernel.node.custom_options
     if not data:
         return {}
-    from flatbuffers import flexbuffers
-
-    try:
-        decoded = flexbuffers.Loads(bytes(data))
-    except Exception as e:  # truncated or not a flexbuffer at all
-        raise kernel.fail(f"custom_options ({len(data)} bytes) are not a flexbuffer: {type(e).__name__}: {e}") from None
+    decoded = decode_flexbuffer(kernel, data)
     if not isinstance(decoded, dict):
         raise kernel.fail(f"custom_options are a flexbuffer {type(decoded).__name__}, not a map")
     return decoded
