@@ -120,10 +120,10 @@ def convert_both(name: str, model: Any, form: str) -> tuple[bytes | str, bytes |
         mine: bytes | str = ours.convert()
     except numlite.ConversionError as e:
         mine = str(e).splitlines()[0][:160]
-    return mine, _official_in_child(name, form)
+    return mine, official_model(name, form)
 
 
-def _official_in_child(name: str, form: str) -> bytes | str:
+def official_model(name: str, form: str) -> bytes | str:
     """The official converter's file, converted in a child process (the model is rebuilt there
     from the same seed): the converter crashes its process on some models (a segmentation fault
     on a Keras 3 LSTM in full integer, TF 2.21)."""

@@ -2,6 +2,7 @@
 
     python benchmarks/run.py [--models mobilenetv2,resnet50,...] [--runs N] [--warmup N]
                              [--threads 1,2] [--seed N] [--json out.json] [--no-memory]
+                             [--no-jit] [--compile-times]
 
 The suite (see ``SUITE`` and benchmarks/README.md): three Keras applications with batch-norm
 statistics calibrated on random images (``benchmarks/convert.py``'s builders), an MLP, a small
@@ -13,6 +14,13 @@ LiteRT (``num_threads``, XNNPACK) run in this one process on the same input, war
 invoked alternately; medians are reported with numlite's arena, a LiteRT memory estimate, the
 per-invoke Python overhead (kernels stubbed) and the output difference, as a Markdown table and
 optionally JSON (``numlite.benchmark`` does the measuring). Nothing here asserts anything.
+
+numlite's compiled engine (``Interpreter(jit=True)``, docs/jit.md) is timed in the same
+alternating runs when Numba is available (``--no-jit`` leaves it out): its columns, the reason
+when a model stays on the NumPy engine, and a second table of issue 24's targets (``TARGETS``:
+jit/LiteRT per group of models, the fixed cost of a tiny model's set_tensor + invoke +
+get_tensor from ``jit_overhead.py``). ``--compile-times`` adds MobileNetV2's compile time, cold
+(an empty cache, in a child process) and warm (a second child on the same cache).
 """
 
 from __future__ import annotations
@@ -118,6 +126,7 @@ class BenchModel:
     what: str
     path: Callable[[str], str]  # cache_dir -> path of the .tflite file (built on first use)
     feed: Feed | None = None  # None: seeded_inputs
+    group: str = "float"  # which of issue 24's targets the row counts for (TARGETS)
 
 
 def _keras_official(name: str, build: Callable[[], Callable[[], Any]], cache_name: str) -> Callable[[str], str]:
@@ -155,6 +164,30 @@ def _lstm_numlite(cache_dir: str) -> str:
     return cached_model("lstm-numlite", cache_dir, convert)
 
 
+def _quantized_official(name: str) -> Callable[[str], str]:
+    """benchmarks/quantized.py's model ``name`` in full integer (int8 inputs and outputs),
+    converted by the official converter (in a child process, as quantized.py does)."""
+
+    def path(cache_dir: str) -> str:
+        def convert() -> bytes:
+            import quantized  # benchmarks/quantized.py
+
+            data = quantized.official_model(name, "int8")
+            if isinstance(data, str):
+                raise RuntimeError(f"the official converter failed on {name} int8: {data}")
+            return data
+
+        return cached_model(f"{name}-int8-official", cache_dir, convert)
+
+    return path
+
+
+def _int8_feed(details: list[dict[str, Any]], seed: int) -> list[np.ndarray]:
+    """int8 inputs over their whole range (seeded_inputs would give only 0..9)."""
+    rng = np.random.default_rng(seed)
+    return [rng.integers(-128, 128, tuple(d["shape"])).astype(d["dtype"]) for d in details]
+
+
 def _control_flow(model: str, case: str) -> tuple[Callable[[str], str], Feed]:
     """One of control_flow.py's models, fed like its case, with LOOP_ITERATIONS."""
 
@@ -173,7 +206,7 @@ def _control_flow(model: str, case: str) -> tuple[Callable[[str], str], Feed]:
 
 SUITE: dict[str, BenchModel] = {
     name: BenchModel(f"tf.keras.applications.{app}, 224x224x3, logits, BN statistics calibrated",
-                     _keras_official(name, lambda name=name: _calibrated(name), f"{name}-calibrated"))
+                     _keras_official(name, lambda name=name: _calibrated(name), f"{name}-calibrated"), group="vision")
     for name, app in (("mobilenetv2", "MobileNetV2"), ("resnet50", "ResNet50"), ("efficientnetb0", "EfficientNetB0"))
 }  # fmt: skip
 SUITE.update({
@@ -181,14 +214,19 @@ SUITE.update({
     "smallcnn": BenchModel("32x32x3 → 3 Conv2D + max pooling → GAP → Dense 10",
                            _keras_official("smallcnn", lambda: _smallcnn, "smallcnn")),
     "lstm": BenchModel("1x20x16 → Keras 3 LSTM 32 → Dense 10, official converter (a WHILE loop)",
-                       _keras_official("lstm", _lstm_builder, "lstm-official")),
+                       _keras_official("lstm", _lstm_builder, "lstm-official"), group="control"),
     "lstm_fused": BenchModel("the same LSTM model converted by numlite (one UNIDIRECTIONAL_SEQUENCE_LSTM)",
-                             _lstm_numlite),
+                             _lstm_numlite, group="fused_lstm"),
     "while_loop": BenchModel(f"WHILE of i + 1 and a scalar update, {LOOP_ITERATIONS} iterations",
-                             *_control_flow("cf_trivial_loop", "trivial_loop")),
+                             *_control_flow("cf_trivial_loop", "trivial_loop"), group="control"),
     "matmul_loop": BenchModel(f"WHILE: [64,64] state times a constant [64,64], {LOOP_ITERATIONS} iterations",
-                              *_control_flow("cf_matrix_loop", "matrix_loop")),
-    "nested": BenchModel("WHILE (100) whose body has an IF and an inner WHILE (10)", *_control_flow("cf_nested", "nested")),
+                              *_control_flow("cf_matrix_loop", "matrix_loop"), group="control"),
+    "nested": BenchModel("WHILE (100) whose body has an IF and an inner WHILE (10)",
+                         *_control_flow("cf_nested", "nested"), group="control"),
+    "smallcnn_int8": BenchModel("benchmarks/quantized.py's small CNN (conv, depthwise, 1x1), full int8, official converter",
+                                _quantized_official("smallcnn"), _int8_feed, group="int8"),
+    "mobilenetv2_int8": BenchModel("MobileNetV2 0.35, 96x96x3, full int8, official converter",
+                                   _quantized_official("mobilenetv2"), _int8_feed, group="int8"),
     "elementwise": BenchModel("ADD/SUB/MUL on two 1x128x128x16 inputs (not in the default suite)",
                               _keras_official("elementwise", lambda: _elementwise, "elementwise")),
 })  # fmt: skip
@@ -259,12 +297,16 @@ def _missing_kernels(path: str) -> list[str]:
     return sorted({model.op_name(op) for _, _, op in model.iter_operators()} - set(KERNELS))
 
 
-def benchmark(name: str, path: str, runs: int, warmup: int, threads: list[int], seed: int) -> dict[str, Any]:
-    """Measure one model with numlite.benchmark.measure (errors of either side end up in the row)."""
+def benchmark(
+    name: str, path: str, runs: int, warmup: int, threads: list[int], seed: int, jit: bool = False
+) -> dict[str, Any]:
+    """Measure one model with numlite.benchmark.measure (errors of either side end up in the row);
+    ``jit`` adds numlite's compiled engine to the same alternating runs."""
     details = numlite.Interpreter(model_path=path).get_input_details()
-    row: dict[str, Any] = {"model": name}
+    row: dict[str, Any] = {"model": name, "group": SUITE[name].group}
     row.update(numlite.benchmark.measure(
-        path, runs=runs, warmup=warmup, threads=threads, seed=seed, inputs=model_inputs(name, details, seed), litert=True
+        path, runs=runs, warmup=warmup, threads=threads, seed=seed, inputs=model_inputs(name, details, seed),
+        litert=True, jit=jit,
     ))  # fmt: skip
     if "numlite_error" in row and "no kernel" in row["numlite_error"].lower():
         row["numlite_error"] = "no kernel for " + ", ".join(_missing_kernels(path))
@@ -390,8 +432,9 @@ def litert_memory(path: str, seed: int, name: str | None = None) -> dict[str, An
 
 # ----------------------------------------------------------------------------- report
 
-def columns(threads: list[int]) -> list[str]:
-    per_thread = [f"{c} ({n}T)" for n in threads for c in ("numlite ms", "LiteRT ms", "numlite/LiteRT")]
+def columns(threads: list[int], jit: bool = False) -> list[str]:
+    engines = ("numlite ms", "LiteRT ms", "numlite/LiteRT") + (("jit ms", "jit/LiteRT") if jit else ())
+    per_thread = [f"{c} ({n}T)" for n in threads for c in engines]
     return ["model", "ops", *per_thread, "Python overhead ms", "numlite arena", "LiteRT arena (est.)",
             "numlite memory (traced)", "LiteRT RSS growth (est.)", "LiteRT RSS growth, XNNPACK (est.)",
             "max abs diff", "max abs output", "note"]  # fmt: skip
@@ -409,8 +452,8 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def markdown(rows: list[dict[str, Any]], threads: list[int]) -> str:
-    names = columns(threads)
+def markdown(rows: list[dict[str, Any]], threads: list[int], jit: bool = False) -> str:
+    names = columns(threads, jit)
     lines = ["| " + " | ".join(names) + " |", "|" + "|".join(["---"] * len(names)) + "|"]
     for r in rows:
         diff = r.get("max_abs_diff")
@@ -418,12 +461,15 @@ def markdown(rows: list[dict[str, Any]], threads: list[int]) -> str:
         notes += [f"LiteRT: {r['litert_error']}" if r.get("litert_error") else ""]
         notes += [f"overhead: {r['python_overhead_error']}" if r.get("python_overhead_error") else ""]
         notes += [f"LiteRT memory: {r['litert_memory_error']}" if r.get("litert_memory_error") else ""]
+        notes += [f"jit: {r.get('jit_error') or r.get('jit_reason')}" if jit and not r.get("jit_compiled") else ""]
         note = "; ".join(n for n in notes if n)
         per_thread = []
         for n in map(str, threads):
             numlite_ms, litert_ms = r.get("numlite_ms", {}).get(n), r.get("litert_ms", {}).get(n)
             ratio = r.get("ratio", {}).get(n)
-            per_thread += [_ms(numlite_ms), _ms(litert_ms), f"{ratio:.2f}x" if ratio is not None else "-"]
+            per_thread += [_ms(numlite_ms), _ms(litert_ms), _ratio(ratio)]
+            if jit:
+                per_thread += [_ms(r.get("jit_ms", {}).get(n)), _ratio(r.get("jit_ratio", {}).get(n))]
         overhead = r.get("python_overhead_ms")
         cells = [
             r["model"],
@@ -441,6 +487,99 @@ def markdown(rows: list[dict[str, Any]], threads: list[int]) -> str:
         ]
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     return "\n".join(lines)
+
+
+def _ratio(value: float | None) -> str:
+    return f"{value:.2f}x" if value is not None else "-"
+
+
+# Issue 24's targets for the compiled engine, as (what, group, thread count, statistic, bound):
+# the statistic of jit/LiteRT over the group's rows at that thread count must be <= bound.
+TARGETS = [
+    ("control flow: median jit/LiteRT", "control", 1, "median", 1.0),
+    ("control flow: slowest jit/LiteRT", "control", 1, "max", 2.0),
+    ("int8 models: slowest jit/LiteRT", "int8", 1, "max", 2.0),
+    ("fused float LSTM: jit/LiteRT", "fused_lstm", 1, "max", 1.2),
+    ("vision at 2 threads: median jit/LiteRT", "vision", 2, "median", 1.5),
+]
+
+
+def targets(rows: list[dict[str, Any]]) -> str:
+    """Issue 24's targets against this run's jit/LiteRT ratios, as a Markdown table. A row that
+    did not compile still counts with its time (it ran on the NumPy engine), and is named."""
+    lines = ["| target | bound | measured | rows (jit/LiteRT) | met |", "|---|---|---|---|---|"]
+    for what, group, n, statistic, bound in TARGETS:
+        mine = [r for r in rows if r.get("group") == group]
+        ratios = {r["model"]: r["jit_ratio"][str(n)] for r in mine if str(n) in r.get("jit_ratio", {})}
+        if not ratios:
+            lines.append(f"| {what} ({n}T) | <= {bound} | - | {len(mine)} rows, none timed at {n} thread(s) | - |")
+            continue
+        value = statistics.median(ratios.values()) if statistic == "median" else max(ratios.values())
+        listed = ", ".join(
+            f"{m} {v:.2f}x" + ("" if next(r for r in mine if r["model"] == m).get("jit_compiled") else " (on NumPy)")
+            for m, v in ratios.items()
+        )
+        lines.append(f"| {what} ({n}T) | <= {bound} | {value:.2f}x | {listed} | {'yes' if value <= bound else 'no'} |")
+    return "\n".join(lines)
+
+
+TINY_INVOKE_BOUND_US = 5.0  # set_tensor + invoke + get_tensor of a one-ADD model
+COMPILE_BOUNDS_S = {"cold": 15.0, "warm": 1.0}  # MobileNetV2's allocate_tensors(jit=True)
+
+
+def tiny_invoke_row() -> str:
+    """A targets-table row: the median µs of a tiny model's set_tensor + invoke + get_tensor on
+    the compiled engine, and LiteRT's in the same repeats (benchmarks/jit_overhead.py)."""
+    import jit_overhead
+    from numlite.startup_logs import startup_noise_hidden
+
+    with startup_noise_hidden():  # LiteRT's XNNPACK notice
+        rows = jit_overhead.timing(loops=5000, repeats=7)
+    got = {r["interpreter"]: r["median_us"] for r in rows if r["what"].startswith("set_tensor")}
+    jit_us = got["numlite-jit"]
+    return (f"| tiny model: set_tensor + invoke + get_tensor | <= {TINY_INVOKE_BOUND_US:g} µs | {jit_us:.1f} µs"
+            f" | LiteRT {got['LiteRT']:.1f} µs, NumPy engine {got['numlite']:.1f} µs"
+            f" | {'yes' if jit_us <= TINY_INVOKE_BOUND_US else 'no'} |")
+
+
+def compile_seconds(path: str) -> dict[str, float | str]:
+    """allocate_tensors(jit=True) of ``path`` in a child process on an empty cache (cold), then
+    in a second child on that cache (warm); the children import numlite (and Numba) before
+    the clock starts."""
+    import tempfile
+
+    child = (
+        "import sys, time, numlite, numba; i = numlite.Interpreter(model_path=sys.argv[1], jit=True); "
+        "t = time.perf_counter(); i.allocate_tensors(); s = time.perf_counter() - t; "
+        "r = i.jit_report()['subgraphs']; ok = r and all(v['compiled'] for v in r.values()); "
+        "print(s if ok else 'not compiled: ' + str([v.get('reason') for v in r.values()]))"
+    )
+    result: dict[str, float | str] = {}
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "NUMLITE_CACHE_DIR": cache}
+        for what in ("cold", "warm"):
+            done = subprocess.run([sys.executable, "-c", child, path], capture_output=True, text=True, env=env)
+            out = done.stdout.strip().splitlines()
+            if done.returncode != 0 or not out:
+                result[what] = f"failed: {_one_line(Exception(done.stderr.strip()[-300:]), 200)}"
+                break
+            try:
+                result[what] = float(out[-1])
+            except ValueError:
+                result[what] = out[-1][:200]
+                break
+    return result
+
+
+def compile_rows(name: str, seconds: dict[str, float | str]) -> list[str]:
+    rows = []
+    for what, bound in COMPILE_BOUNDS_S.items():
+        value = seconds.get(what, "-")
+        if isinstance(value, float):
+            rows.append(f"| {name} compile, {what} cache | <= {bound:g} s | {value:.2f} s | | {'yes' if value <= bound else 'no'} |")
+        else:
+            rows.append(f"| {name} compile, {what} cache | <= {bound:g} s | - | {_cell(str(value))} | no |")
+    return rows
 
 
 def _ms(value: float | None) -> str:
@@ -534,6 +673,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-memory", action="store_true", help="skip the LiteRT memory estimate (a subprocess per model)"
     )
+    parser.add_argument(
+        "--no-jit", dest="jit", action="store_false",
+        help="leave out numlite's compiled engine (by default it is timed too when Numba is available)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--compile-times", action="store_true",
+        help="also time MobileNetV2's compile by the compiled engine, cold and warm (two child processes)",
+    )  # fmt: skip
     parser.add_argument("--litert-memory-child", metavar="MODEL", help=argparse.SUPPRESS)
     parser.add_argument("--xnnpack", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -542,6 +689,12 @@ def main(argv: list[str] | None = None) -> int:
         litert_memory_child(args.litert_memory_child, args.seed, args.models if args.models in SUITE else None, args.xnnpack)
         return 0
 
+    if args.jit:
+        import numlite.jit
+
+        args.jit = numlite.jit.available()
+        if not args.jit:
+            _log(f"the compiled engine is left out: {numlite.jit.status()}")
     names = [n.strip() for n in args.models.split(",") if n.strip()]
     unknown = [n for n in names if n not in SUITE]
     if unknown:
@@ -556,7 +709,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         _log(f"{name}: timing ({args.warmup} warm-up + {args.runs} alternating runs each, threads {args.threads})")
         try:
-            row = benchmark(name, path, args.runs, args.warmup, args.threads, args.seed)
+            row = benchmark(name, path, args.runs, args.warmup, args.threads, args.seed, jit=args.jit)
         except Exception as e:  # a failure outside the interpreters' own: still report the rest
             row = {"model": name, "path": path, "error": f"{type(e).__name__}: {_one_line(e, 200)}"}
         if not args.no_memory:
@@ -569,7 +722,16 @@ def main(argv: list[str] | None = None) -> int:
         f" on {env['cpu_count']} x {env['cpu_model']}; num_threads {args.threads} for both; medians of"
         f" {args.runs} alternating runs after {args.warmup} warm-up runs.\n"
     )
-    print(markdown(rows, args.threads))
+    print(markdown(rows, args.threads, args.jit))
+    if args.jit:
+        print("\nIssue 24's targets for the compiled engine (jit/LiteRT in this run):\n")
+        lines = [targets(rows), tiny_invoke_row()]
+        if args.compile_times:
+            seconds = compile_seconds(model_path("mobilenetv2", args.cache_dir))
+            lines += compile_rows("mobilenetv2", seconds)
+            if args.json:
+                env["mobilenetv2_compile_s"] = seconds
+        print("\n".join(lines))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"environment": env, "results": rows}, f, indent=2)

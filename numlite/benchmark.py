@@ -112,6 +112,7 @@ def measure(
     litert: bool | None = None,
     overhead: bool = True,
     settle: float = SETTLE_S,
+    jit: bool = False,
 ) -> dict[str, Any]:
     """Measure one model (see the module docstring). Errors of either interpreter are recorded
     in the result (``numlite_error``, ``litert_error``), not raised.
@@ -122,6 +123,10 @@ def measure(
       overhead: also measure :func:`python_overhead`.
       settle: seconds of untimed invokes of an interpreter before each of its timed ones
         (see :data:`SETTLE_S`); 0 for none.
+      jit: also time numlite's compiled engine (``Interpreter(jit=True)``, docs/jit.md) in the
+        same alternating runs: ``jit_ms``, ``jit_ratio`` (to LiteRT), ``jit_compile_s`` (its
+        ``allocate_tensors()``: a compile, or a load from the cache), ``jit_compiled`` and, when
+        the model stays on NumPy, ``jit_reason``.
     """
     model = read_model_file(model_path)
     row: dict[str, Any] = {
@@ -151,6 +156,9 @@ def measure(
         row["numlite_arena_bytes"] = max(int(interpreter.arena_bytes), row.get("numlite_arena_bytes", 0))
         contenders.append(("numlite", n, interpreter))
         mine = interpreter
+    compiled: Any = None
+    if jit and mine is not None:
+        compiled = _add_compiled(row, contenders, model_path, threads, inputs, warmup)
     theirs: Any = None
     if use_litert:
         from ai_edge_litert.interpreter import Interpreter as LiteRTInterpreter
@@ -179,19 +187,24 @@ def measure(
             if settle > 0 and len(contenders) > 1:
                 _keep_busy(interpreter, settle)
             times[(who, n)].append(_timed_ms(interpreter.invoke))
-    for who in ("numlite", "litert"):
+    for who in ("numlite", "litert", "jit"):
         row[f"{who}_ms"] = {str(n): statistics.median(t) for (w, n), t in times.items() if w == who and t}
         row[f"{who}_runs_ms"] = {str(n): t for (w, n), t in times.items() if w == who}
-    row["ratio"] = {
-        n: row["numlite_ms"][n] / row["litert_ms"][n]
-        for n in row["numlite_ms"]
-        if n in row["litert_ms"] and row["litert_ms"][n] > 0
-    }
+    for key, who in (("ratio", "numlite"), ("jit_ratio", "jit")):
+        row[key] = {
+            n: row[f"{who}_ms"][n] / row["litert_ms"][n]
+            for n in row[f"{who}_ms"]
+            if n in row["litert_ms"] and row["litert_ms"][n] > 0
+        }
+    if not jit:
+        for key in ("jit_ms", "jit_runs_ms", "jit_ratio"):
+            del row[key]
     if mine is not None and theirs is not None:
-        expected = [theirs.get_tensor(d["index"]) for d in theirs.get_output_details()]
-        actual = [mine.get_tensor(d["index"]) for d in mine.get_output_details()]
-        row["max_abs_diff"] = max_abs_diff(actual, expected)
+        expected = _outputs(theirs)
+        row["max_abs_diff"] = max_abs_diff(_outputs(mine), expected)
         row["litert_output_max_abs"] = max((float(np.max(np.abs(e))) for e in expected if e.size), default=0.0)
+        if compiled is not None:
+            row["jit_max_abs_diff"] = max_abs_diff(_outputs(compiled), expected)
     if mine is not None and inputs is not None:
         row["numlite_traced_bytes"] = max(traced_memory(model_path, inputs, n) for n in threads)
     if overhead and mine is not None and inputs is not None:
@@ -201,6 +214,41 @@ def measure(
         except Exception as e:
             row["python_overhead_error"] = _one_line(e)
     return row
+
+
+def _outputs(interpreter: Any) -> list[np.ndarray]:
+    return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+
+
+def _add_compiled(
+    row: dict[str, Any], contenders: list, model_path: str, threads: Sequence[int],
+    inputs: Sequence[np.ndarray], warmup: int,
+) -> Any:
+    """Add one compiled-engine interpreter per thread count to ``contenders``; record its
+    compile (or cache load) time and whether the model compiled. Returns the last one."""
+    compiled: Any = None
+    for n in threads:
+        try:
+            interpreter = numlite.Interpreter(model_path=model_path, num_threads=n, jit=True)
+            start = time.perf_counter()
+            interpreter.allocate_tensors()
+            row.setdefault("jit_compile_s", {})[str(n)] = time.perf_counter() - start
+            report = interpreter.jit_report()
+            reasons = [s.get("reason") for s in report["subgraphs"].values() if not s.get("compiled")]
+            if not report["subgraphs"]:  # NUMLITE_JIT=0, or Numba missing
+                reasons = [f"not compiled (jit mode {report['mode']}, numba {report.get('numba', '?')})"]
+            row["jit_compiled"] = not reasons
+            if reasons:
+                row["jit_reason"] = str(reasons[0])
+            _feed(interpreter, inputs)
+            for _ in range(max(warmup, 1)):
+                interpreter.invoke()
+        except Exception as e:
+            row["jit_error"] = _one_line(e)
+            break
+        contenders.append(("jit", n, interpreter))
+        compiled = interpreter
+    return compiled
 
 
 def traced_memory(model_path: str, inputs: Sequence[np.ndarray], num_threads: int = 1) -> int:
