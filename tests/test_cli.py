@@ -233,6 +233,20 @@ def test_bench_without_litert(model_file, capsys):
     assert "numlite ms" in out and "LiteRT ms" not in out and "Python overhead" not in out
 
 
+def test_bench_times_the_compiled_engine_too(model_file, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("NUMLITE_CACHE_DIR", str(tmp_path / "cache"))
+    target = tmp_path / "bench.json"
+    assert main(["bench", model_file, "--runs", "2", "--threads", "1", "--no-overhead", "--jit", "--json", str(target)]) == 0
+    out = capsys.readouterr().out
+    assert "jit/LiteRT" in out and "compiled engine: compiled;" in out
+    row = json.loads(target.read_text())
+    assert row["jit_compiled"] is True and "jit_reason" not in row
+    assert len(row["jit_runs_ms"]["1"]) == 2
+    assert row["jit_ratio"]["1"] == pytest.approx(row["jit_ms"]["1"] / row["litert_ms"]["1"])
+    assert row["jit_max_abs_diff"] <= 1e-5  # the compiled engine ran the same input
+    assert row["jit_compile_s"]["1"] > 0
+
+
 def numlite_arena(path: str) -> int:
     interpreter = numlite.Interpreter(model_path=path)
     interpreter.allocate_tensors()

@@ -115,6 +115,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="PATH", help="also write the measurements as JSON")
     p.add_argument("--no-litert", action="store_true", help="time numlite alone")
     p.add_argument("--no-overhead", action="store_true", help="skip the Python-overhead measurement")
+    p.add_argument(
+        "--jit", action="store_true",
+        help="also time numlite's compiled engine (Interpreter(jit=True), docs/jit.md) in the same runs",
+    )  # fmt: skip
     p.set_defaults(handler=_cmd_bench)
 
     p = commands.add_parser(
@@ -195,7 +199,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     use_litert = not args.no_litert and litert_available()
     row = measure(
         args.model, runs=args.runs, warmup=args.warmup, threads=threads, seed=args.seed,
-        litert=use_litert, overhead=not args.no_overhead,
+        litert=use_litert, overhead=not args.no_overhead, jit=args.jit,
     )  # fmt: skip
     if "numlite_error" in row:
         raise CliError(f"numlite cannot run {args.model}: {row['numlite_error']}")
@@ -204,12 +208,15 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     if not row["blas_threads_limited"]:
         print("note: threadpoolctl is not installed: numlite's num_threads does not limit BLAS here")
     headers = ["threads", "numlite ms"] + (["LiteRT ms", "numlite/LiteRT"] if use_litert else [])
+    headers += (["jit ms"] + (["jit/LiteRT"] if use_litert else [])) if args.jit else []
     rows = []
     for n in map(str, threads):
         cells = [n, _ms_cell(row["numlite_ms"].get(n))]
         if use_litert:
-            ratio = row["ratio"].get(n)
-            cells += [_ms_cell(row["litert_ms"].get(n)), f"{ratio:.2f}x" if ratio is not None else "-"]
+            cells += [_ms_cell(row["litert_ms"].get(n)), _ratio_cell(row["ratio"].get(n))]
+        if args.jit:
+            cells += [_ms_cell(row.get("jit_ms", {}).get(n))]
+            cells += [_ratio_cell(row.get("jit_ratio", {}).get(n))] if use_litert else []
         rows.append(cells)
     print("\n".join(_table(headers, rows)))
     facts = [("numlite arena", _bytes(row["numlite_arena_bytes"]))]
@@ -225,6 +232,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         facts.append(("max abs output", f"{row['litert_output_max_abs']:.3g} (LiteRT)"))
     if "litert_error" in row:
         facts.append(("LiteRT", f"failed: {row['litert_error']}"))
+    if args.jit:
+        facts.append(("compiled engine", _jit_summary(row)))
     print("\n".join(_facts(facts)))
     if args.json:
         try:
@@ -237,6 +246,21 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 def _ms_cell(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
+
+
+def _ratio_cell(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def _jit_summary(row: dict[str, Any]) -> str:
+    """One line: whether the model compiled (else why not), the compile time, the difference."""
+    if "jit_error" in row:
+        return f"failed: {row['jit_error']}"
+    seconds = max(row.get("jit_compile_s", {}).values(), default=0.0)
+    what = "compiled" if row.get("jit_compiled") else f"ran on NumPy ({row.get('jit_reason')})"
+    diff = row.get("jit_max_abs_diff")
+    diff_text = f"; max abs diff {diff:.3g}" if isinstance(diff, float) else ""
+    return f"{what}; allocate_tensors {seconds:.2f} s (compile or cache load){diff_text}"
 
 
 # ----------------------------------------------------------------------------- convert
