@@ -225,6 +225,9 @@ def _over_loops(first: int, last: int, loops: Sequence[tuple[int, int]]) -> tupl
     return first, last
 
 
+JIT_OPTIONS = 'cache=True, nogil=True, error_model="numpy"'  # of the generated functions
+
+
 class Generator:
     """Generates the module of one root subgraph and everything it calls."""
 
@@ -261,7 +264,10 @@ class Generator:
         self.subgraph(self.root, [s for _, s, _ in self.inputs], [s for _, s, _ in self.outputs], (), 1)
         arenas = self.arenas
         arenas.plan(self.lines, self.slots, {s for _, s, _ in (*self.inputs, *self.outputs)})
-        body = ["@njit(cache=True, nogil=True)", "def run(A, ctl):"]
+        # error_model="numpy": a float division by zero gives inf or NaN, as in the NumPy engine
+        # and LiteRT (Numba's default raises ZeroDivisionError), and loops with a division
+        # vectorize (no zero check per element).
+        body = [f"@njit({JIT_OPTIONS})", "def run(A, ctl):"]
         body += [f"    a{a} = A[{a}]" for a in sorted({s.arena for s in self.slots if not s.constant})]
         tensors = sorted((s for s in self.slots if not s.constant), key=lambda s: (s.arena, arenas.offsets[s], s.key))
         body += [f"    {s.name} = a{s.arena}[{arenas.offsets[s]}:{arenas.offsets[s] + s.size}]" for s in tensors]
@@ -275,7 +281,7 @@ class Generator:
         # several returns; a second function keeps the restore on every path).
         # A cancel() before this invoke does not stop it (as on NumPy): the flag is cleared here,
         # with the error code, where it costs nothing (two NumPy stores cost ~0.2 us).
-        body += ["@njit(cache=True, nogil=True)", "def main(A, ctl):", "    ctl[0] = 0", "    ctl[1] = 0", f"    saved = fp_enter(ctl[{FLUSH}])",
+        body += [f"@njit({JIT_OPTIONS})", "def main(A, ctl):", "    ctl[0] = 0", "    ctl[1] = 0", f"    saved = fp_enter(ctl[{FLUSH}])",
                  "    result = run(A, ctl)", f"    fp_exit(saved, ctl[{FLUSH}])", "    return result"]
         modules = sorted({m for m, _, _ in self.imports.values()})
         header = [
@@ -289,6 +295,7 @@ class Generator:
             "from numba import carray, njit",
             "",
             f"from numlite.jit.kernels.common import {', '.join(HELPERS)}",
+            "from numlite.jit.kernels.transcendental import exp32, sigmoid32, tanh32",
             *[f"import {m}" for m in modules],
             *[f"{alias} = {m}.{path}" for m, path, alias in self.imports.values()],
             "",

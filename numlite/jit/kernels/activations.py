@@ -1,4 +1,5 @@
-"""RELU, RELU6, RELU_N1_TO_1, TANH, LOGISTIC on float32."""
+"""RELU, RELU6, RELU_N1_TO_1, TANH, LOGISTIC on float32 (TANH and LOGISTIC through the
+vectorizable approximations of :mod:`numlite.jit.kernels.transcendental`)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,8 @@ EXPRESSIONS = {
     "RELU": (lambda x: f"relu({x})", F32),
     "RELU6": (lambda x: f"clip({x}, 0.0, 6.0)", F32),
     "RELU_N1_TO_1": (lambda x: f"clip({x}, -1.0, 1.0)", F32),
-    "TANH": (lambda x: f"np.tanh({x})", F32),
-    # in double, rounded once into the float32 output: within half an ulp of the exact value
-    "LOGISTIC": (lambda x: f"1.0 / (1.0 + math.exp(-float({x})))", F32),
+    "TANH": (lambda x: f"tanh32({x})", F32),
+    "LOGISTIC": (lambda x: f"sigmoid32({x})", F32),
 }
 
 

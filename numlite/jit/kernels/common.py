@@ -41,8 +41,9 @@ def _machine() -> str:
 
 def kernel(fn):
     """A compiled kernel: ``njit`` with ``inline="always"``, so Numba inlines it into the
-    generated function (no call per node, no separate LLVM module per kernel)."""
-    return njit(inline="always")(fn)
+    generated function (no call per node, no separate LLVM module per kernel). NumPy's error
+    model, as the generated functions: float division by zero gives inf or NaN."""
+    return njit(inline="always", error_model="numpy")(fn)
 
 
 CTL_SIZE = 8
