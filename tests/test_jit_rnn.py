@@ -1,0 +1,111 @@
+"""The compiled UNIDIRECTIONAL_SEQUENCE_LSTM (numlite/jit/kernels/rnn.py) against LiteRT: every
+option of the float op on one-op models written with numlite's writer (the states are variable
+tensors, carried from one invoke to the next, as LiteRT keeps them), and numlite's fused
+conversion of a Keras LSTM end to end."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pytest
+from helpers import assert_close, litert_interpreter
+
+import numlite
+
+pytest.importorskip("numba")
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+from one_op_model import k, one_op, out, v, x  # noqa: E402
+
+F = np.float32
+TANH = 4
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _cache(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("NUMLITE_CACHE_DIR", str(tmp_path_factory.mktemp("jit-cache")))
+        yield
+
+
+def lstm_model(n_in=3, n=4, n_out=None, batch=2, steps=5, cifg=False, peephole=False, projection_bias=False,
+               layer_norm=False, time_major=False, activation=TANH, cell_clip=0.0, proj_clip=0.0, seed=0):
+    """One UNIDIRECTIONAL_SEQUENCE_LSTM; a projection when ``n_out`` is given."""
+    rng = np.random.default_rng(seed)
+    r = lambda *shape, low=-0.5, high=0.5: rng.uniform(low, high, shape).astype(F)  # noqa: E731
+    width = n_out or n
+    w, rec, bias = [k(r(n, n_in)) for _ in "ifco"], [k(r(n, width)) for _ in "ifco"], [k(r(n)) for _ in "ifco"]
+    peep = [k(r(n)) for _ in "ifo"] if peephole else [None] * 3
+    norm = [k(r(n, low=0.5, high=1.5)) for _ in "ifco"] if layer_norm else []
+    if cifg:
+        w[0] = rec[0] = bias[0] = peep[0] = None
+        norm[:1] = [None] if layer_norm else []
+    projection = [k(r(width, n)), k(r(width)) if projection_bias else None] if n_out else [None, None]
+    shape = (steps, batch) if time_major else (batch, steps)
+    ins = [x(r(*shape, n_in, low=-2, high=2)), *w, *rec, *peep, *bias, *projection,
+           v(np.zeros((batch, width), F)), v(np.zeros((batch, n), F)), *norm]
+    options = {"fused_activation_function": activation, "time_major": time_major, "cell_clip": cell_clip,
+               "proj_clip": proj_clip}
+    return one_op("UNIDIRECTIONAL_SEQUENCE_LSTM", ins, [out(F, shape=(*shape, width))], options)
+
+
+FORMS = {
+    "plain": {},
+    "time-major": {"time_major": True},
+    "cifg": {"cifg": True},
+    "peephole": {"peephole": True},
+    "peephole-cifg-cell-clip": {"peephole": True, "cifg": True, "cell_clip": 0.4},
+    "projection": {"n_out": 3},
+    "projection-bias-clip": {"n_out": 5, "projection_bias": True, "proj_clip": 0.3},
+    "layer-norm": {"layer_norm": True},
+    "layer-norm-cifg-peephole": {"layer_norm": True, "cifg": True, "peephole": True},
+    "relu": {"activation": 1},
+    "relu6": {"activation": 3},
+    "no-activation": {"activation": 0},
+    "wide": {"n": 33, "n_in": 17, "batch": 3},
+}
+
+
+def _invokes(interpreter, feeds, times: int) -> list[np.ndarray]:
+    interpreter.allocate_tensors()
+    for d, value in zip(interpreter.get_input_details(), feeds):
+        interpreter.set_tensor(d["index"], value)
+    outputs = []
+    for _ in range(times):  # the second invoke starts from the state the first one left
+        interpreter.invoke()
+        outputs.append(interpreter.get_tensor(interpreter.get_output_details()[0]["index"]))
+    return outputs
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_compiled_lstm_matches_litert(form):
+    model, feeds = lstm_model(**FORMS[form])
+    want = _invokes(litert_interpreter(model), feeds, 2)
+    compiled = numlite.Interpreter(model_content=model, jit=True)
+    got = _invokes(compiled, feeds, 2)
+    assert compiled.jit_report()["subgraphs"][0]["compiled"], compiled.jit_report()
+    for step, (a, b) in enumerate(zip(got, want)):
+        assert_close(a, b, what=f"{form}, invoke {step}")
+    assert not np.allclose(want[0], want[1])  # the state was carried: the two invokes differ
+    compiled.reset_all_variables()  # back to zero states: the first invoke's output again
+    compiled.invoke()
+    assert_close(compiled.get_tensor(compiled.get_output_details()[0]["index"]), want[0], what=f"{form} after reset")
+
+
+def test_numlite_fused_keras_lstm_runs_compiled():
+    """A Keras LSTM as numlite's converter fuses it (one UNIDIRECTIONAL_SEQUENCE_LSTM, then the
+    Dense layer), compiled whole, against LiteRT on the same file."""
+    import keras
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((20, 16), batch_size=1), keras.layers.LSTM(32), keras.layers.Dense(10)])
+    data = numlite.TFLiteConverter.from_keras_model(model).convert()
+    feeds = [np.random.default_rng(1).uniform(-1, 1, (1, 20, 16)).astype(F)]
+    compiled = numlite.Interpreter(model_content=data, jit=True)
+    got = _invokes(compiled, feeds, 1)[0]
+    assert compiled.jit_report()["subgraphs"][0]["compiled"], compiled.jit_report()
+    want = _invokes(litert_interpreter(data), feeds, 1)[0]
+    assert np.max(np.abs(want)) > 0.1  # outputs of order one, not a vanishing signal
+    assert_close(got, want)
