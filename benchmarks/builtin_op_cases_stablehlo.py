@@ -19,83 +19,24 @@ if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 
 from builtin_op_case import OpCase  # noqa: E402
+from one_op_model import Graph, model, x  # noqa: E402
 
-from numlite.model import schema, write_model  # noqa: E402
-from numlite.model.ir import Buffer, Model, Operator, OperatorCode, Options, Subgraph, Tensor  # noqa: E402
+from numlite.model.ir import Options  # noqa: E402
 
 # ----------------------------------------------------------------------------- model building
 
 
-class Graph:
-    """One subgraph under construction: tensors, operators, inputs and outputs."""
-
-    def __init__(self, builder: "Builder") -> None:
-        self.builder = builder
-        self.sg = Subgraph()
-
-    def tensor(self, shape: Sequence[int], dtype: Any, name: str = "") -> int:
-        t = Tensor(name or f"t{len(self.sg.tensors)}", tuple(int(d) for d in shape), schema.type_name_of(dtype))
-        self.sg.tensors.append(t)
-        return len(self.sg.tensors) - 1
-
-    def input(self, shape: Sequence[int], dtype: Any) -> int:
-        i = self.tensor(shape, dtype, f"in{len(self.sg.inputs)}")
-        self.sg.inputs.append(i)
-        return i
-
-    def const(self, value: Any, dtype: Any = None) -> int:
-        value = np.ascontiguousarray(np.asarray(value, dtype))
-        i = self.tensor(value.shape, value.dtype, f"const{len(self.sg.tensors)}")
-        self.sg.tensors[i].buffer = self.builder.buffer(value)
-        return i
-
-    def op(self, name: str, inputs: Sequence[int], outputs: Sequence[int], options2: Options | None = None,
-           options: Options | None = None) -> None:
-        self.sg.operators.append(Operator(self.builder.code(name), list(inputs), list(outputs), options, options2))
-
-    def output(self, *indices: int) -> None:
-        self.sg.outputs.extend(indices)
-
-
-class Builder:
-    """A model of several subgraphs (subgraph 0 first)."""
-
-    def __init__(self) -> None:
-        self.model = Model()
-        self.codes: dict[str, int] = {}
-
-    def code(self, name: str) -> int:
-        if name not in self.codes:
-            self.codes[name] = len(self.model.operator_codes)
-            self.model.operator_codes.append(OperatorCode(name))
-        return self.codes[name]
-
-    def buffer(self, value: np.ndarray) -> int:
-        self.model.buffers.append(Buffer(np.frombuffer(value.tobytes(), np.uint8)))
-        return len(self.model.buffers) - 1
-
-    def graph(self) -> Graph:
-        g = Graph(self)
-        self.model.subgraphs.append(g.sg)
-        return g
-
-    def bytes(self) -> bytes:
-        return write_model(self.model)
-
-
-def binary_body(b: Builder, op: str | None, dtype: Any) -> int:
-    """A scalar body subgraph ``(x, y) -> op(x, y)`` (``op`` None: ``(x, y) -> y``, no operator);
-    returns its index."""
-    index = len(b.model.subgraphs)
-    g = b.graph()
-    x, y = g.input((), dtype), g.input((), dtype)
+def binary_body(op: str | None, dtype: Any) -> Graph:
+    """A scalar body subgraph ``(x, y) -> op(x, y)`` (``op`` None: ``(x, y) -> y``, no operator)."""
+    g = Graph()
+    a, b = g.input((), dtype), g.input((), dtype)
     if op is None:
-        g.output(y)
+        g.output(b)
     else:
         z = g.tensor((), dtype)
-        g.op(op, [x, y], [z])
+        g.op(op, [a, b], [z])
         g.output(z)
-    return index
+    return g
 
 
 def rng(seed: int = 0) -> np.random.Generator:
@@ -115,20 +56,15 @@ def values(shape: Sequence[int], dtype: Any, seed: int = 0) -> np.ndarray:
 
 def one_op(op: str, inputs: Sequence[np.ndarray], outputs: Sequence[tuple[Sequence[int], Any]],
            options2: Options | None = None, constants: Sequence[np.ndarray] = (), options: Options | None = None,
-           builder: Builder | None = None) -> tuple[bytes, list[np.ndarray]]:
-    """A model whose subgraph 0 is one ``op``: fed ``inputs``, then given ``constants``."""
-    b = builder or Builder()
-    g = b.model.subgraphs[0] if b.model.subgraphs else None
-    graph = Graph(b)
-    if g is None:
-        b.model.subgraphs.append(graph.sg)
-    else:
-        graph.sg = g
-    ins = [graph.input(x.shape, x.dtype) for x in inputs] + [graph.const(c) for c in constants]
+           bodies: Sequence[Graph] = ()) -> tuple[bytes, list[np.ndarray]]:
+    """A model whose subgraph 0 is one ``op``: fed ``inputs``, then given ``constants``; the
+    subgraphs it calls (``bodies``) are subgraphs 1, 2, ..."""
+    graph = Graph()
+    ins = [graph.add(x(value), f"in{n}") for n, value in enumerate(inputs)] + [graph.const(c) for c in constants]
     outs = [graph.tensor(shape, dtype) for shape, dtype in outputs]
-    graph.op(op, ins, outs, options2, options)
+    graph.op(op, ins, outs, options, options2=options2)
     graph.output(*outs)
-    return b.bytes(), list(inputs)
+    return model(graph, *bodies)
 
 
 # ----------------------------------------------------------------------------- cases
@@ -226,15 +162,12 @@ _gather("f16-rows", values((4, 3), np.float16, 8), np.array([[2], [2], [0]], np.
 def _scatter(form: str, body: str | None, operand: np.ndarray, indices: np.ndarray, updates: np.ndarray,
              window_dims, inserted, to_operand, index_vector_dim: int) -> None:
     def build():
-        b = Builder()
-        b.graph()
         opts = Options("StablehloScatterOptions", update_window_dims=np.array(window_dims, np.int64),
                        inserted_window_dims=np.array(inserted, np.int64),
                        scatter_dims_to_operand_dims=np.array(to_operand, np.int64), index_vector_dim=index_vector_dim,
                        update_computation_subgraph_index=1)
-        binary_body(b, body, operand.dtype)
         return one_op("STABLEHLO_SCATTER", [operand, indices, updates], [(operand.shape, operand.dtype)], opts,
-                      builder=b)
+                      bodies=[binary_body(body, operand.dtype)])
     CASES.append(OpCase("STABLEHLO_SCATTER", form, build))
 
 
@@ -263,12 +196,12 @@ _scatter("bool-replace", None, values((5,), np.bool_, 12), np.array([[0], [4], [
          values((3,), np.bool_, 13), [], [0], [0], 1)
 
 
-def _reduce_window(form: str, body: str, x: np.ndarray, init: Any, window, strides=None, base=None,
+def _reduce_window(form: str, body: str, operand: np.ndarray, init: Any, window, strides=None, base=None,
                    dilations=None, padding=None) -> None:
-    rank = x.ndim
+    rank = operand.ndim
     strides_, base_, dil_, pad_ = (strides or [1] * rank, base or [1] * rank, dilations or [1] * rank,
                                    padding or [0] * (2 * rank))
-    dilated = [(d - 1) * b + 1 for d, b in zip(x.shape, base_)]
+    dilated = [(d - 1) * b + 1 for d, b in zip(operand.shape, base_)]
     padded = [d + pad_[2 * i] + pad_[2 * i + 1] for i, d in enumerate(dilated)]
     spans = [(w - 1) * wd + 1 for w, wd in zip(window, dil_)]
     shape = [0 if p < s else (p - s) // st + 1 for p, s, st in zip(padded, spans, strides_)]
@@ -277,13 +210,11 @@ def _reduce_window(form: str, body: str, x: np.ndarray, init: Any, window, strid
         return None if v is None else np.array(v, np.int64)
 
     def build():
-        b = Builder()
-        b.graph()
         opts = Options("StablehloReduceWindowOptions", window_dimensions=vec(window), window_strides=vec(strides),
                        base_dilations=vec(base), window_dilations=vec(dilations), padding=vec(padding),
                        body_subgraph_index=1)
-        binary_body(b, body, x.dtype)
-        return one_op("STABLEHLO_REDUCE_WINDOW", [x, np.array(init, x.dtype)], [(shape, x.dtype)], opts, builder=b)
+        return one_op("STABLEHLO_REDUCE_WINDOW", [operand, np.array(init, operand.dtype)], [(shape, operand.dtype)],
+                      opts, bodies=[binary_body(body, operand.dtype)])
     CASES.append(OpCase("STABLEHLO_REDUCE_WINDOW", form, build))
 
 
@@ -327,42 +258,40 @@ def _composite(form: str, body, inputs: list[np.ndarray], outputs: list[tuple[Se
     """A STABLEHLO_COMPOSITE whose decomposition subgraph 1 is made by ``body(graph, inputs)``
     (returning its output tensors)."""
     def build():
-        b = Builder()
-        b.graph()
-        d = b.graph()
-        ins = [d.input(x.shape, x.dtype) for x in inputs]
+        d = Graph()
+        ins = [d.input(value.shape, value.dtype) for value in inputs]
         d.output(*body(d, ins))
         opts = Options("StableHLOCompositeOptions", name=name, decomposition_subgraph_index=1,
                        composite_attributes=np.zeros(0, np.uint8), version=1)
-        return one_op("STABLEHLO_COMPOSITE", inputs, outputs, opts, builder=b)
+        return one_op("STABLEHLO_COMPOSITE", inputs, outputs, opts, bodies=[d])
     CASES.append(OpCase("STABLEHLO_COMPOSITE", form, build))
 
 
 def _mul_add(d: Graph, ins: list[int]) -> list[int]:
     # x * y + x with TFLite builtins, as litert-torch decomposes a composite
-    x, y = ins
-    shape = d.sg.tensors[x].shape
+    a, b = ins
+    shape = d.sg.tensors[a].shape
     p, s = d.tensor(shape, np.float32), d.tensor(shape, np.float32)
-    d.op("MUL", [x, y], [p], options=Options("MulOptions"))
-    d.op("ADD", [p, x], [s], options=Options("AddOptions"))
+    d.op("MUL", [a, b], [p], Options("MulOptions"))
+    d.op("ADD", [p, a], [s], Options("AddOptions"))
     return [s]
 
 
 def _gelu_tanh(d: Graph, ins: list[int]) -> list[int]:
-    (x,) = ins
-    shape = d.sg.tensors[x].shape
+    (a,) = ins
+    shape = d.sg.tensors[a].shape
     y = d.tensor(shape, np.float32)
-    d.op("GELU", [x], [y], options=Options("GeluOptions", approximate=True))
+    d.op("GELU", [a], [y], Options("GeluOptions", approximate=True))
     return [y]
 
 
 def _two_outputs(d: Graph, ins: list[int]) -> list[int]:
     # (x + y with STABLEHLO ops, y passed through, a constant)
-    x, y = ins
-    shape = d.sg.tensors[x].shape
+    a, b = ins
+    shape = d.sg.tensors[a].shape
     s = d.tensor(shape, np.int32)
-    d.op("STABLEHLO_ADD", [x, y], [s])
-    return [s, y, d.const(np.array([3, 1, 4], np.int32))]
+    d.op("STABLEHLO_ADD", [a, b], [s])
+    return [s, b, d.const(np.array([3, 1, 4], np.int32))]
 
 
 _composite("f32-builtin-decomposition", _mul_add, [values((2, 3), np.float32), values((2, 3), np.float32, 1)],
@@ -376,19 +305,17 @@ def _case(form: str, index: int) -> None:
     """A STABLEHLO_CASE over three branches of ``(x, y)``: x + y, x * y, max(x, y) - with ``index``
     (out of range: the last branch)."""
     def build():
-        b = Builder()
-        b.graph()
         branches = []
         for op in ("STABLEHLO_ADD", "STABLEHLO_MULTIPLY", "STABLEHLO_MAXIMUM"):
-            branches.append(len(b.model.subgraphs))
-            g = b.graph()
-            x, y = g.input((2, 3), np.float32), g.input((2, 3), np.float32)
+            g = Graph()
+            a, b = g.input((2, 3), np.float32), g.input((2, 3), np.float32)
             z = g.tensor((2, 3), np.float32)
-            g.op(op, [x, y], [z])
+            g.op(op, [a, b], [z])
             g.output(z)
-        opts = Options("StablehloCaseOptions", branch_subgraph_indices=np.array(branches, np.int32))
+            branches.append(g)
+        opts = Options("StablehloCaseOptions", branch_subgraph_indices=np.arange(1, 4, dtype=np.int32))
         return one_op("STABLEHLO_CASE", [np.array(index, np.int32), values((2, 3), np.float32, 1),
-                                         values((2, 3), np.float32, 2)], [((2, 3), np.float32)], opts, builder=b)
+                                         values((2, 3), np.float32, 2)], [((2, 3), np.float32)], opts, bodies=branches)
     CASES.append(OpCase("STABLEHLO_CASE", form, build))
 
 

@@ -94,7 +94,8 @@ def _bytes(value: np.ndarray, type_name: str) -> np.ndarray:
 
 class Graph:
     """A subgraph under construction: tensors made by ``add`` (an In, or an Out for a computed
-    tensor), operators by ``op``. ``model(*graphs)`` writes a model, this graph first."""
+    tensor; or the shorthands ``input``, ``const`` and ``tensor``), operators by ``op``.
+    ``model(*graphs)`` writes a model, this graph first."""
 
     def __init__(self, name: str | None = None) -> None:
         self.sg = Subgraph(name=name)
@@ -124,20 +125,34 @@ class Graph:
         self.sg.tensors.append(tensor)
         return index
 
+    def input(self, shape: Sequence[int], dtype: Any) -> int:
+        """A subgraph input of this shape (a called subgraph's argument; in the main graph, a
+        model input fed zeros)."""
+        return self.add(x(np.zeros(tuple(shape), dtype)), f"in{len(self.sg.inputs)}")
+
+    def const(self, value: Any, dtype: Any = None) -> int:
+        return self.add(k(np.asarray(value, dtype)), f"const{len(self.sg.tensors)}")
+
+    def tensor(self, shape: Sequence[int], dtype: Any) -> int:
+        """A computed tensor."""
+        return self.add(out(dtype, shape=shape))
+
     def _buffer(self, data: np.ndarray) -> int:
         self.buffers.append(data)
         return -len(self.buffers)  # renumbered when the model is written
 
-    def op(self, op: str, inputs: Sequence[int], outputs: Sequence[int], options: dict[str, Any] | None = None, *,
-           options_type: str | None = None, options2: tuple[str, dict[str, Any]] | None = None,
+    def op(self, op: str, inputs: Sequence[int], outputs: Sequence[int], options: dict[str, Any] | Options | None = None,
+           *, options_type: str | None = None, options2: tuple[str, dict[str, Any]] | Options | None = None,
            custom_options: bytes | None = None, version: int = 1, intermediates: Sequence[int] = ()) -> None:
-        opts = None
+        """One operator. ``options``: its builtin options' fields (the table named by the op, or
+        ``options_type``) or an Options; ``options2``: (table, fields) or an Options."""
+        opts = options if isinstance(options, Options) else None
         type_name = options_type or schema.options_type_for_op(op)
-        if options is not None or type_name is not None:
+        if opts is None and (options is not None or type_name is not None):
             if type_name is None:
                 raise ValueError(f"{op} has no options table; name one with options_type")
             opts = Options(type_name, **(options or {}))
-        opts2 = Options(options2[0], **options2[1]) if options2 else None
+        opts2 = options2 if isinstance(options2, Options) or options2 is None else Options(options2[0], **options2[1])
         node = Operator(0, list(inputs), list(outputs), opts, opts2, custom_options, intermediates=list(intermediates))
         self.sg.operators.append(node)
         self.ops.append((op, node, version))
