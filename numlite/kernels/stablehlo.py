@@ -22,13 +22,13 @@ PyTorch through litert-torch), with LiteRT's semantics where it departs from the
 
 from __future__ import annotations
 
-import itertools
 from typing import Callable, Sequence
 
 import numpy as np
 
 from numlite.kernels.base import Kernel, Spec, TensorInfo, copy_into, register, scratch
 from numlite.kernels.random import Philox
+from numlite.kernels.xla_window import window_taps
 
 FLOATS = (np.float16, np.float32, np.float64)
 INTEGERS = (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64)
@@ -426,8 +426,8 @@ class _ReduceWindow(Kernel):
             raise self.fail(f"padding {padding} leaves nothing of the operand's shape {x.shape}")
         spans = [(w - 1) * wd + 1 for w, wd in zip(window, dilations)]
         shape = tuple(0 if p < s else (p - s) // st + 1 for p, s, st in zip(padded, spans, strides))
-        self.base, self.padding, self.window, self.strides, self.dilations = base, padding, window, strides, dilations
-        self.padded_shape = padded
+        self.base, self.padding, self.padded_shape = base, padding, padded
+        self.taps = window_taps(window, dilations, strides, shape)
         scratch(tuple(padded), x.dtype)  # refuses forged dilations that would need gigabytes
         return [Spec(shape, x.dtype)]
 
@@ -447,10 +447,8 @@ class _ReduceWindow(Kernel):
         if all(s.start < s.stop for s in src):
             padded[tuple(dst)] = x[tuple(src)]
         accu = np.full(out.shape, init_value, x.dtype)
-        for offset in itertools.product(*(range(w) for w in self.window)):
-            view = tuple(slice(o * wd, o * wd + (n - 1) * st + 1, st)
-                         for o, wd, st, n in zip(offset, self.dilations, self.strides, out.shape))
-            accu = self.reduce(accu, padded[view]).astype(x.dtype, copy=False)
+        for tap in self.taps:
+            accu = self.reduce(accu, padded[tap]).astype(x.dtype, copy=False)
         copy_into(out, accu)
 
 

@@ -14,6 +14,7 @@ int64 constants, as LiteRT requires.
 from __future__ import annotations
 
 import itertools
+from typing import Sequence
 
 import numpy as np
 
@@ -80,9 +81,7 @@ class ReduceWindow(Kernel):
         self.reduce = REDUCERS[function]
         spans = [(w - 1) * d + 1 for w, d in zip(window, dilations)]
         out_shape = tuple(max((n - s) // st + 1, 0) for n, s, st in zip(x.shape, spans, strides))
-        # one strided view of the input per window tap: the tap's element of every window
-        self.taps = [tuple(slice(t * d, t * d + (o - 1) * st + 1, st) for t, d, o, st in zip(tap, dilations, out_shape, strides))
-                     for tap in itertools.product(*(range(w) for w in window))]
+        self.taps = window_taps(window, dilations, strides, out_shape)
         return [Spec(out_shape, x.dtype)]
 
     def eval(self, ins, outs):
@@ -93,6 +92,15 @@ class ReduceWindow(Kernel):
             return
         for tap in self.taps:  # in LiteRT's order: the window's taps, row-major
             self.reduce(out, x[tap], out=out)
+
+
+def window_taps(window: Sequence[int], dilations: Sequence[int], strides: Sequence[int],
+                out_shape: Sequence[int]) -> list[tuple[slice, ...]]:
+    """One strided view per window tap, in row-major tap order (LiteRT's reduction order): the
+    tap's element of every window, for an input (already padded) of windows ``strides`` apart
+    whose taps are ``dilations`` apart. STABLEHLO_REDUCE_WINDOW shares it."""
+    return [tuple(slice(t * d, t * d + (o - 1) * st + 1, st) for t, d, o, st in zip(tap, dilations, out_shape, strides))
+            for tap in itertools.product(*(range(w) for w in window))]
 
 
 def _options2(kernel: Kernel):
