@@ -71,6 +71,14 @@ def _feed(interpreter: Any, inputs: Sequence[np.ndarray]) -> None:
         interpreter.set_tensor(d["index"], value)
 
 
+def _warm(interpreter: Any, inputs: Sequence[np.ndarray], warmup: int) -> None:
+    """Feed the inputs and invoke ``warmup`` times, at least once, so that a failing invoke
+    shows before the timed runs."""
+    _feed(interpreter, inputs)
+    for _ in range(max(warmup, 1)):
+        interpreter.invoke()
+
+
 def _keep_busy(interpreter: Any, seconds: float) -> None:
     """Invoke ``interpreter`` untimed for at least ``seconds`` (once at least)."""
     end = time.perf_counter() + seconds
@@ -146,9 +154,7 @@ def measure(
             interpreter.allocate_tensors()
             if inputs is None:
                 inputs = seeded_inputs(interpreter.get_input_details(), seed)
-            _feed(interpreter, inputs)
-            for _ in range(max(warmup, 1)):  # at least one run, so that a failing invoke shows here
-                interpreter.invoke()
+            _warm(interpreter, inputs, warmup)
         except Exception as e:  # numlite errors and kernel bugs alike: report, do not crash
             row["numlite_error"] = _one_line(e)
             break
@@ -170,9 +176,7 @@ def measure(
                     interpreter.allocate_tensors()
                 if inputs is None:
                     inputs = seeded_inputs(interpreter.get_input_details(), seed)
-                _feed(interpreter, inputs)
-                for _ in range(max(warmup, 1)):
-                    interpreter.invoke()
+                _warm(interpreter, inputs, warmup)
             except Exception as e:
                 row["litert_error"] = _one_line(e)
                 break
@@ -240,9 +244,7 @@ def _add_compiled(
             row["jit_compiled"] = not reasons
             if reasons:
                 row["jit_reason"] = str(reasons[0])
-            _feed(interpreter, inputs)
-            for _ in range(max(warmup, 1)):
-                interpreter.invoke()
+            _warm(interpreter, inputs, warmup)
         except Exception as e:
             row["jit_error"] = _one_line(e)
             break
