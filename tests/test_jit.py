@@ -374,7 +374,9 @@ def test_auto_compiles_a_hot_model_in_the_background(jit_cache, monkeypatch):
     for _ in range(engine.AUTO_MIN_INVOKES):
         run_interpreter(interpreter, feed)
     interpreter._jit.wait(120)
-    _compiled(interpreter)
+    report = _compiled(interpreter)
+    # compiled by a child process (the GIL stays free for NumPy invokes), loaded from the cache
+    assert report["compiled_in_child"] and report["cache_hit"], report
     _assert_same(run_interpreter(interpreter, feed), first, ["y"], "its NumPy invokes")
 
 

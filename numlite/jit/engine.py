@@ -14,8 +14,10 @@ invoke copies nothing.
 
 * ``True``: compile at ``allocate_tensors()`` (and again after a resize), then run compiled;
 * ``"auto"``: run on NumPy at once; once a root subgraph has spent ``AUTO_HOT_SECONDS`` in
-  NumPy invokes, generate its module there and compile it in a background thread; invokes
-  switch to it when it is ready. A model compiled before (by any process: the cache's index
+  NumPy invokes, generate its module there and compile it from a background thread, in a
+  child process (:mod:`numlite.jit.compile_child`: a compile in this process would hold the
+  GIL and slow the NumPy invokes meanwhile), then load it from the cache; invokes switch to
+  it when it is ready. A model compiled before (by any process: the cache's index
   names the module for the model's hash and input shapes) is loaded in the background right
   at ``allocate_tensors()``, which takes milliseconds once Numba is imported;
 * a model the engine does not cover (an op without compiled kernel, dynamic shapes,
@@ -69,6 +71,7 @@ class CompiledModel:
         self.generate_seconds = time.perf_counter() - started
         self.compile_seconds: float | None = None
         self.cache_hit = False
+        self.compiled_in_child = False
         self.path = None
         self.fn: Callable[..., int] | None = None
 
@@ -101,9 +104,11 @@ class CompiledModel:
         self._bind()
         return True
 
-    def compile(self) -> None:
+    def compile(self, elsewhere: bool = False) -> None:
         """Write and load the module, build the arenas, and compile (or load from Numba's
-        cache) ``main`` for their types."""
+        cache) ``main`` for their types. ``elsewhere``: compile in a child process first
+        (:mod:`numlite.jit.compile_child`), then load its result from the cache; should the
+        child fail, compile here."""
         import numba
 
         from numlite.jit import cache
@@ -117,6 +122,13 @@ class CompiledModel:
         self.ctl[FLUSH] = flushes
         self.sets_float_mode = FLUSHES_INLINE or not flushes  # else the interpreter's context does it
         self._bind()
+        if elsewhere:
+            from numlite.jit.compile_child import compile_elsewhere
+
+            why = compile_elsewhere(self.path, [a.dtype for a in self.A])
+            self.compiled_in_child = why is None
+            if why is not None:
+                log.info("numlite.jit: the child compile of subgraph %d failed (%s); compiling here", self.root, why)
         fn = module.main
         # The compiled overload's own entry point: no dispatch on the argument types (about
         # 0.5 us of Numba's dispatcher per call); the arenas' types never change for a source.
@@ -263,9 +275,9 @@ class JitManager:
         self.last[root] = built
         return built
 
-    def _compile(self, built: CompiledModel) -> None:
+    def _compile(self, built: CompiledModel, elsewhere: bool = False) -> None:
         try:
-            built.compile()
+            built.compile(elsewhere)
         except Exception as e:  # a kernel that does not type: a bug of numlite.jit, not the model's
             self.reasons[built.root] = f"runs on NumPy: compiling failed ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
             log.warning("numlite.jit: subgraph %d %s", built.root, self.reasons[built.root])
@@ -330,8 +342,8 @@ class JitManager:
         def work() -> None:
             try:
                 made = built if built is not None else self._generate(root)
-                if made is not None:
-                    self._compile(made)
+                if made is not None:  # a new model compiles in a child process (compile_child)
+                    self._compile(made, elsewhere=not generate_there)
             finally:
                 self.pending.pop(root, None)
 
@@ -364,6 +376,7 @@ class JitManager:
                 entry.update(
                     operators=built.operators, subgraphs=sorted(built.generations), module=str(built.path) if built.path else None,
                     generate_seconds=built.generate_seconds, compile_seconds=built.compile_seconds, cache_hit=built.cache_hit,
+                    compiled_in_child=built.compiled_in_child,
                     arena_bytes=built.arenas.arena_bytes, constant_bytes=built.arenas.constant_bytes(shared=False),
                     shared_constant_bytes=built.arenas.constant_bytes(shared=True),
                 )  # fmt: skip
