@@ -80,6 +80,10 @@ class CompiledModel:
         self.inputs = gen.inputs
         self.outputs = gen.outputs
         self.traces = list(gen.traces)
+        from numlite.jit.kernels.variables import State
+
+        # resource variables and CALL_ONCE: bound to the interpreter's store before invokes
+        self.state = State(self.interpreter, gen.variables, gen.call_once) if gen.variables or gen.call_once else None
         subgraph = self.interpreter.subgraph
         self._watched = [(subgraph(i), g) for i, g in self.generations.items()]
 
@@ -167,7 +171,15 @@ class CompiledModel:
 
     def run(self) -> None:
         """One invoke (the inputs and outputs are the arena views: see :meth:`attach`; the
-        compiled ``main`` clears the cancel flag and the error code)."""
+        compiled ``main`` clears the cancel flag and the error code). A model with variables
+        first makes its variables' arrays the interpreter's (see numlite/jit/kernels/variables.py);
+        when it cannot (a variable without value or of another shape), this invoke runs on NumPy."""
+        state = self.state
+        if state is not None and not state.ready() and not state.bind():
+            interpreter = self.interpreter
+            with interpreter._float_mode, interpreter._threads, np.errstate(all="ignore"):
+                interpreter.subgraph(self.root).invoke()
+            return
         if self.fn(self.A, self.ctl):
             raise self._error()
 
@@ -366,6 +378,7 @@ class JitManager:
                     generate_seconds=built.generate_seconds, compile_seconds=built.compile_seconds, cache_hit=built.cache_hit,
                     arena_bytes=built.arenas.arena_bytes, constant_bytes=built.arenas.constant_bytes(shared=False),
                     shared_constant_bytes=built.arenas.constant_bytes(shared=True),
+                    state_bytes=built.state.nbytes if built.state is not None else 0,  # within constant_bytes
                 )  # fmt: skip
             roots[root] = entry
         return {"mode": self.mode, "numba": status(), "subgraphs": roots}

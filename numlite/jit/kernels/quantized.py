@@ -1,0 +1,189 @@
+"""Quantized (affine int8/uint8, int16) nodes, bit-exact with numlite's NumPy kernels
+(numlite/kernels/quantized*.py), which are themselves exact with LiteRT.
+
+Every parameter is computed once, at generation, by the NumPy engine's own prepared kernel
+(``node.kernel``): the same fixed-point multipliers, shifts, clamps and tables, baked into the
+generated code as literals or read in place as constants. So the two engines cannot disagree
+on a rounding.
+
+* **Element-wise ops of one 8-bit input** (QUANTIZE between integer types, DEQUANTIZE, RELU,
+  RELU6, RELU_N1_TO_1, LOGISTIC, TANH, LEAKY_RELU, HARD_SWISH, ABS): a 256-entry table, made
+  by running the prepared NumPy kernel once on every value of the input's dtype, and indexed
+  by the element's bits. (LiteRT computes LOGISTIC and TANH through such tables too.)
+* **ADD, SUB, MUL on 8 bits**: the NumPy kernel's own table of all 65536 input pairs (made at
+  its prepare by the op's fixed-point arithmetic), read in place: no copy, one load per element.
+* **QUANTIZE from float32**: round half away from zero of ``x / scale`` in float32, plus the
+  zero point, saturated (per tensor).
+* **FULLY_CONNECTED** (int8 or int16 inputs, int8 weights per tensor or per channel, int32 or
+  int64 bias): exact int64 dot products of the raw input and the weights, read in place; the
+  input's zero point comes out with the bias in one per-unit offset; each sum is then rescaled
+  as ai-edge-litert's reference kernel does (``round(acc * real)`` in double, see
+  numlite/kernels/quantized_conv.py), clamped to the fused activation, plus the output's zero
+  point.
+* **CONCATENATION** (inputs of the output's scale, as LiteRT requires for int8), **MAXIMUM**,
+  **MINIMUM** (LiteRT compares the raw values): the plain emitters' code on integers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from numlite.jit.kernels import emits
+from numlite.jit.kernels.common import each, index, kernel, require
+
+INT8, UINT8, INT16 = np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16)
+EIGHT_BIT = (INT8, UINT8)
+F32 = np.dtype(np.float32)
+
+
+def _shared(g, array: np.ndarray) -> str:
+    """The local name of the NumPy kernel's own array, read in place (not copied)."""
+    slot = g.gen.arenas.const(array, interpreters=True)
+    g.gen.slots.add(slot)
+    return slot.name
+
+
+def _bits(operand) -> str:
+    """The expression turning element ``i`` of an 8-bit operand into its bits (0..255)."""
+    return "{} & 255" if operand.dtype == INT8 else "{}"
+
+
+# -- element-wise ops of one 8-bit input: a table of 256 entries ----------------------------------------
+
+TABLED = ("QUANTIZE", "DEQUANTIZE", "RELU", "RELU6", "RELU_N1_TO_1", "LOGISTIC", "TANH", "LEAKY_RELU", "HARD_SWISH", "ABS")
+
+
+def byte_table(node) -> np.ndarray:
+    """The prepared NumPy kernel's output for each of the 256 values of the 8-bit input, in
+    the order of their bits."""
+    (x,), (out,) = node.ins, node.outs
+    values = np.arange(256, dtype=np.uint8).view(x.dtype)
+    table = np.empty(256, out.dtype)
+    with np.errstate(all="ignore"):
+        node.kernel.eval([values], [table])
+    return table
+
+
+@emits(*TABLED, quantized=True)
+def emit_tabled(node, g) -> None:
+    (x,), (out,) = node.ins, node.outs
+    if node.op_name == "QUANTIZE" and x.dtype == F32:
+        emit_quantize(node, g)
+        return
+    require(x.dtype in EIGHT_BIT and x.shape == out.shape and node.kernel is not None,
+            f"quantized {node.op_name} of {x.dtype.name} is not compiled (8-bit inputs only)")
+    # a per-channel DEQUANTIZE's parameters differ along an axis: not one table
+    require(np.ndim(getattr(node.kernel, "scale", 0)) == 0, f"per-channel {node.op_name} is not compiled")
+    table = g.const(byte_table(node))
+    bits = _bits(x)
+    each(g, out, lambda i: f"{table}[{bits.format(f'{x.name}[{i}]')}]")
+
+
+# -- QUANTIZE from float32 ---------------------------------------------------------------------------
+
+
+@kernel
+def quantize_f32(x, scale, zero, low, high):
+    """numlite's Quantize.eval on one float32 value (as LiteRT: the float32 quotient rounded
+    half away from zero, NaN as 0, saturated)."""
+    q = x / scale
+    if q != q:
+        q = np.float32(0.0)
+    r = np.floor(np.abs(q) + np.float32(0.5))
+    if q < 0:
+        r = -r
+    if r > 2.0**40:
+        r = 2.0**40
+    elif r < -(2.0**40):
+        r = -(2.0**40)
+    v = np.int64(r) + zero
+    return low if v < low else (high if v > high else v)
+
+
+def emit_quantize(node, g) -> None:
+    (x,), (out,) = node.ins, node.outs
+    k = node.kernel
+    require(not k.per_channel and not k.requantize, "per-channel QUANTIZE is not compiled")
+    scale = repr(float(np.float32(k.out_scale)))
+    low, high = k.range
+    call = g.kernel(quantize_f32)
+    each(g, out, lambda i: f"{call}({x.name}[{i}], np.float32({scale}), {int(k.out_zp)}, {low}, {high})")
+
+
+# -- ADD, SUB, MUL: the NumPy kernel's table of every pair ----------------------------------------------
+
+
+@emits("ADD", "SUB", "MUL", quantized=True)
+def emit_pairs(node, g) -> None:
+    a, b = node.ins
+    (out,) = node.outs
+    table = getattr(node.kernel, "table", None)
+    require(a.dtype in EIGHT_BIT and table is not None and table.size == 65536,
+            f"quantized {node.op_name} of {a.dtype.name} is not compiled (8-bit inputs only)")
+    name = _shared(g, table)
+    left, right = _bits(a), _bits(b)
+    each(g, out, lambda i: f"{name}[(({left.format(index(a, out, i, g))}) << 8) | ({right.format(index(b, out, i, g))})]")
+
+
+# -- CONCATENATION, MAXIMUM, MINIMUM: the raw values -----------------------------------------------------
+
+
+@emits("CONCATENATION", quantized=True)
+def emit_concatenation(node, g) -> None:
+    from numlite.jit.kernels.layout import emit_concatenation as plain
+
+    require(not any(node.kernel.rescale), "CONCATENATION requantizing its inputs is not compiled")
+    plain(node, g)
+
+
+@emits("MAXIMUM", "MINIMUM", quantized=True)
+def emit_extremum(node, g) -> None:
+    a, b = node.ins
+    (out,) = node.outs
+    require(a.dtype == b.dtype == out.dtype and a.dtype.kind in "iu", f"quantized {node.op_name} of mixed dtypes is not compiled")
+    pick = "max" if node.op_name == "MAXIMUM" else "min"
+    each(g, out, lambda i: f"{pick}({index(a, out, i, g)}, {index(b, out, i, g)})")
+
+
+# -- FULLY_CONNECTED ---------------------------------------------------------------------------------
+
+
+@kernel
+def dense_requantized(x, w, offset, real, o, m, k, n, low, high, zero):
+    """``o[r, c] = clamp(round(real[c] * (x[r] . w[c] + offset[c])), low, high) + zero``: the
+    dot products exact in int64, the rescaling in double (halves away from zero)."""
+    for r in range(m):
+        row = x[r * k : (r + 1) * k]
+        for c in range(n):
+            weights = w[c * k : (c + 1) * k]
+            acc = np.int64(0)
+            for j in range(k):
+                acc += np.int64(row[j]) * np.int64(weights[j])
+            v = np.float64(acc + offset[c]) * real[c]
+            v = np.floor(np.abs(v) + 0.5) if v >= 0 else -np.floor(np.abs(v) + 0.5)
+            v = low if v < low else (high if v > high else v)
+            o[r * n + c] = np.int64(v) + zero
+
+
+@emits("FULLY_CONNECTED", quantized=True)
+def emit_fully_connected(node, g) -> None:
+    x, w = node.ins[0], node.ins[1]
+    bias = node.ins[2] if len(node.ins) > 2 else None
+    out = node.outs[0]
+    k = node.kernel
+    require(x.dtype in (INT8, INT16) and w.dtype == INT8 and out.dtype == x.dtype and len(node.outs) == 1,
+            f"quantized FULLY_CONNECTED of {x.dtype.name} by {w.dtype.name} is not compiled")
+    require(w.value is not None and (bias is None or bias.value is not None),
+            "quantized FULLY_CONNECTED with weights or bias computed at run time is not compiled")
+    require(getattr(k, "requant_mode", None) == "real" and k.w_zp == 0, "this FULLY_CONNECTED form is not compiled")
+    n, depth = w.shape
+    m = x.size // depth if depth else 0
+    require(m * n == out.size and depth > 0, f"FULLY_CONNECTED of {x.shape} by {w.shape} into {out.shape} is not compiled")
+    weights = np.asarray(w.value).reshape(n, depth)
+    offset = -k.x_zp * weights.sum(axis=1, dtype=np.int64)
+    if bias is not None:
+        offset = offset + np.asarray(bias.value).reshape(-1).astype(np.int64)
+    real = np.broadcast_to(np.asarray(k.real, np.float64), (n,))
+    low, high = float(k.act_min - k.out_zp), float(k.act_max - k.out_zp)
+    g.line(f"{g.kernel(dense_requantized)}({x.name}, {w.name}, {g.const(offset)}, {g.const(np.ascontiguousarray(real))}, "
+           f"{out.name}, {m}, {depth}, {n}, {low!r}, {high!r}, {int(k.out_zp)})")
