@@ -34,6 +34,7 @@ from numlite.jit.kernels.common import each, index, kernel, require
 INT8, UINT8, INT16 = np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16)
 EIGHT_BIT = (INT8, UINT8)
 F32 = np.dtype(np.float32)
+PAD_DEPTH = 64  # FULLY_CONNECTED's rows are padded to a multiple of this (see emit_fully_connected)
 
 
 def _shared(g, array: np.ndarray) -> str:
@@ -149,17 +150,62 @@ def emit_extremum(node, g) -> None:
 
 
 @kernel
-def dense_requantized(x, w, offset, real, o, m, k, n, low, high, zero):
-    """``o[r, c] = clamp(round(real[c] * (x[r] . w[c] + offset[c])), low, high) + zero``: the
-    dot products exact in int64, the rescaling in double (halves away from zero)."""
+def dot_rows_int32(x, w, acc, m, k, n):
+    """``acc[r, c] = x[r] . w[c]`` in int32 arithmetic (exact: generation proved no partial
+    sum leaves int32), four weight rows at a time so that each input load serves four
+    products (LLVM vectorizes the products into pairwise multiply-adds)."""
+    for r in range(m):
+        row = x[r * k : (r + 1) * k]
+        c = 0
+        while c + 4 <= n:
+            w0 = w[c * k : (c + 1) * k]
+            w1 = w[(c + 1) * k : (c + 2) * k]
+            w2 = w[(c + 2) * k : (c + 3) * k]
+            w3 = w[(c + 3) * k : (c + 4) * k]
+            a0 = np.int32(0)
+            a1 = np.int32(0)
+            a2 = np.int32(0)
+            a3 = np.int32(0)
+            for j in range(k):
+                v = np.int32(row[j])
+                a0 = np.int32(a0 + v * np.int32(w0[j]))
+                a1 = np.int32(a1 + v * np.int32(w1[j]))
+                a2 = np.int32(a2 + v * np.int32(w2[j]))
+                a3 = np.int32(a3 + v * np.int32(w3[j]))
+            acc[r * n + c] = a0
+            acc[r * n + c + 1] = a1
+            acc[r * n + c + 2] = a2
+            acc[r * n + c + 3] = a3
+            c += 4
+        while c < n:
+            weights = w[c * k : (c + 1) * k]
+            a = np.int32(0)
+            for j in range(k):
+                a = np.int32(a + np.int32(row[j]) * np.int32(weights[j]))
+            acc[r * n + c] = a
+            c += 1
+
+
+@kernel
+def dot_rows_int64(x, w, acc, m, k, n):
+    """``acc[r, c] = x[r] . w[c]`` in int64 (sums that may leave int32: 16x8 over long rows)."""
     for r in range(m):
         row = x[r * k : (r + 1) * k]
         for c in range(n):
             weights = w[c * k : (c + 1) * k]
-            acc = np.int64(0)
+            a = np.int64(0)
             for j in range(k):
-                acc += np.int64(row[j]) * np.int64(weights[j])
-            v = np.float64(acc + offset[c]) * real[c]
+                a += np.int64(row[j]) * np.int64(weights[j])
+            acc[r * n + c] = a
+
+
+@kernel
+def requantize_rows(acc, offset, real, o, n, low, high, zero):
+    """``o = clamp(round(real[c] * (acc + offset[c])), low, high) + zero`` (double, halves away
+    from zero), as numlite's Requantizer in its ``real`` mode."""
+    for r in range(o.size // n):
+        for c in range(n):
+            v = np.float64(acc[r * n + c] + offset[c]) * real[c]
             v = np.floor(np.abs(v) + 0.5) if v >= 0 else -np.floor(np.abs(v) + 0.5)
             v = low if v < low else (high if v > high else v)
             o[r * n + c] = np.int64(v) + zero
@@ -183,7 +229,30 @@ def emit_fully_connected(node, g) -> None:
     offset = -k.x_zp * weights.sum(axis=1, dtype=np.int64)
     if bias is not None:
         offset = offset + np.asarray(bias.value).reshape(-1).astype(np.int64)
-    real = np.broadcast_to(np.asarray(k.real, np.float64), (n,))
+    real = np.ascontiguousarray(np.broadcast_to(np.asarray(k.real, np.float64), (n,)))
     low, high = float(k.act_min - k.out_zp), float(k.act_max - k.out_zp)
-    g.line(f"{g.kernel(dense_requantized)}({x.name}, {w.name}, {g.const(offset)}, {g.const(np.ascontiguousarray(real))}, "
-           f"{out.name}, {m}, {depth}, {n}, {low!r}, {high!r}, {int(k.out_zp)})")
+    # every partial sum of raw inputs times weights is within |x|max * max_c sum_k |w[c, k]|
+    largest = -int(np.iinfo(x.dtype).min)
+    narrow = largest * int(np.abs(weights.astype(np.int64)).sum(axis=1).max()) < 2**31
+    acc = g.temp((m * n,), np.int64)
+    if narrow:
+        # rows padded with zeros to a multiple of PAD_DEPTH: the vectorized loop then has no
+        # scalar remainder, which costs more than the padding on short rows (120: 0.36 us
+        # against 0.2 for 128, measured)
+        padded = -(-depth // PAD_DEPTH) * PAD_DEPTH
+        w_name, x_name = w.name, x.name
+        if padded != depth:
+            packed = np.zeros((n, padded), np.int8)
+            packed[:, :depth] = weights
+            w_name = g.const(packed.reshape(-1))
+            x_pad = g.temp((m * padded,), x.dtype)
+            x_name = x_pad.name
+            g.line(f"for r in range({m}):")
+            g.line(f"    for j in range({depth}):")
+            g.line(f"        {x_name}[r * {padded} + j] = {x.name}[r * {depth} + j]")
+            g.line(f"    for j in range({depth}, {padded}):")
+            g.line(f"        {x_name}[r * {padded} + j] = 0")
+        g.line(f"{g.kernel(dot_rows_int32)}({x_name}, {w_name}, {acc.name}, {m}, {padded}, {n})")
+    else:
+        g.line(f"{g.kernel(dot_rows_int64)}({x.name}, {w.name}, {acc.name}, {m}, {depth}, {n})")
+    g.line(f"{g.kernel(requantize_rows)}({acc.name}, {g.const(offset)}, {g.const(real)}, {out.name}, {n}, {low!r}, {high!r}, {int(k.out_zp)})")
