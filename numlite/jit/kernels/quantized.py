@@ -12,8 +12,8 @@ on a rounding.
   by the element's bits. (LiteRT computes LOGISTIC and TANH through such tables too.)
 * **ADD, SUB, MUL on 8 bits**: the NumPy kernel's own table of all 65536 input pairs (made at
   its prepare by the op's fixed-point arithmetic), read in place: no copy, one load per element.
-* **QUANTIZE from float32**: round half away from zero of ``x / scale`` in float32, plus the
-  zero point, saturated (per tensor).
+* **QUANTIZE from float32**: ``x / scale`` in float32 rounded to nearest (halves to even, as
+  LiteRT), plus the zero point, saturated (per tensor).
 * **FULLY_CONNECTED** (int8 or int16 inputs, int8 weights per tensor or per channel, int32 or
   int64 bias): exact int64 dot products of the raw input and the weights, read in place; the
   input's zero point comes out with the bias in one per-unit offset; each sum is then rescaled
@@ -29,6 +29,8 @@ from __future__ import annotations
 import numpy as np
 
 from numlite.jit.kernels import emits
+from numba import njit
+
 from numlite.jit.kernels.common import each, index, kernel, require
 
 INT8, UINT8, INT16 = np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16)
@@ -86,13 +88,11 @@ def emit_tabled(node, g) -> None:
 @kernel
 def quantize_f32(x, scale, zero, low, high):
     """numlite's Quantize.eval on one float32 value (as LiteRT: the float32 quotient rounded
-    half away from zero, NaN as 0, saturated)."""
+    to nearest, halves to even, NaN as 0, saturated)."""
     q = x / scale
     if q != q:
         q = np.float32(0.0)
-    r = np.floor(np.abs(q) + np.float32(0.5))
-    if q < 0:
-        r = -r
+    r = np.rint(q)
     if r > 2.0**40:
         r = 2.0**40
     elif r < -(2.0**40):
@@ -149,15 +149,21 @@ def emit_extremum(node, g) -> None:
 # -- FULLY_CONNECTED ---------------------------------------------------------------------------------
 
 
-@kernel
+# The FULLY_CONNECTED kernels are not inlined (plain njit): compiled once per signature and
+# called, as inlining LLVM's vectorized reductions into every node cost 2-3 s of compile per
+# node (measured on this loaded machine), for a call that costs nanoseconds.
+
+
+@njit(nogil=True)
 def dot_rows_int32(x, w, acc, m, k, n):
     """``acc[r, c] = x[r] . w[c]`` in int32 arithmetic (exact: generation proved no partial
-    sum leaves int32), four weight rows at a time so that each input load serves four
-    products (LLVM vectorizes the products into pairwise multiply-adds)."""
+    sum leaves int32), four weight rows at a time (``n`` is a multiple of 4, ``k`` of
+    PAD_DEPTH: rows padded with zeros), so that each input load serves four products and the
+    vectorized loop has no scalar remainder (LLVM turns the products into pairwise
+    multiply-adds)."""
     for r in range(m):
         row = x[r * k : (r + 1) * k]
-        c = 0
-        while c + 4 <= n:
+        for c in range(0, n, 4):
             w0 = w[c * k : (c + 1) * k]
             w1 = w[(c + 1) * k : (c + 2) * k]
             w2 = w[(c + 2) * k : (c + 3) * k]
@@ -176,17 +182,9 @@ def dot_rows_int32(x, w, acc, m, k, n):
             acc[r * n + c + 1] = a1
             acc[r * n + c + 2] = a2
             acc[r * n + c + 3] = a3
-            c += 4
-        while c < n:
-            weights = w[c * k : (c + 1) * k]
-            a = np.int32(0)
-            for j in range(k):
-                a = np.int32(a + np.int32(row[j]) * np.int32(weights[j]))
-            acc[r * n + c] = a
-            c += 1
 
 
-@kernel
+@njit(nogil=True)
 def dot_rows_int64(x, w, acc, m, k, n):
     """``acc[r, c] = x[r] . w[c]`` in int64 (sums that may leave int32: 16x8 over long rows)."""
     for r in range(m):
@@ -199,13 +197,14 @@ def dot_rows_int64(x, w, acc, m, k, n):
             acc[r * n + c] = a
 
 
-@kernel
-def requantize_rows(acc, offset, real, o, n, low, high, zero):
-    """``o = clamp(round(real[c] * (acc + offset[c])), low, high) + zero`` (double, halves away
-    from zero), as numlite's Requantizer in its ``real`` mode."""
-    for r in range(o.size // n):
+@njit(nogil=True)
+def requantize_rows(acc, stride, offset, real, o, m, n, low, high, zero):
+    """``o[r, c] = clamp(round(real[c] * (acc[r, c] + offset[c])), low, high) + zero`` (double,
+    halves away from zero), as numlite's Requantizer in its ``real`` mode; ``acc``'s rows are
+    ``stride`` long."""
+    for r in range(m):
         for c in range(n):
-            v = np.float64(acc[r * n + c] + offset[c]) * real[c]
+            v = np.float64(acc[r * stride + c] + offset[c]) * real[c]
             v = np.floor(np.abs(v) + 0.5) if v >= 0 else -np.floor(np.abs(v) + 0.5)
             v = low if v < low else (high if v > high else v)
             o[r * n + c] = np.int64(v) + zero
@@ -234,25 +233,27 @@ def emit_fully_connected(node, g) -> None:
     # every partial sum of raw inputs times weights is within |x|max * max_c sum_k |w[c, k]|
     largest = -int(np.iinfo(x.dtype).min)
     narrow = largest * int(np.abs(weights.astype(np.int64)).sum(axis=1).max()) < 2**31
-    acc = g.temp((m * n,), np.int64)
     if narrow:
-        # rows padded with zeros to a multiple of PAD_DEPTH: the vectorized loop then has no
-        # scalar remainder, which costs more than the padding on short rows (120: 0.36 us
-        # against 0.2 for 128, measured)
-        padded = -(-depth // PAD_DEPTH) * PAD_DEPTH
-        w_name, x_name = w.name, x.name
-        if padded != depth:
-            packed = np.zeros((n, padded), np.int8)
-            packed[:, :depth] = weights
-            w_name = g.const(packed.reshape(-1))
-            x_pad = g.temp((m * padded,), x.dtype)
-            x_name = x_pad.name
+        # weights padded with zeros to a multiple of 4 rows of PAD_DEPTH: the vectorized loop
+        # then has no scalar remainder, which costs more than the padding on short rows (120:
+        # 0.36 us against 0.2 for 128, measured)
+        depth_p, n_p = -(-depth // PAD_DEPTH) * PAD_DEPTH, -(-n // 4) * 4
+        packed = np.zeros((n_p, depth_p), np.int8)
+        packed[:n, :depth] = weights
+        w_name = w.name if packed.shape == weights.shape else g.const(packed.reshape(-1))
+        x_name = x.name
+        if depth_p != depth:
+            x_name = g.temp((m * depth_p,), x.dtype).name
             g.line(f"for r in range({m}):")
             g.line(f"    for j in range({depth}):")
-            g.line(f"        {x_name}[r * {padded} + j] = {x.name}[r * {depth} + j]")
-            g.line(f"    for j in range({depth}, {padded}):")
-            g.line(f"        {x_name}[r * {padded} + j] = 0")
-        g.line(f"{g.kernel(dot_rows_int32)}({x_name}, {w_name}, {acc.name}, {m}, {padded}, {n})")
+            g.line(f"        {x_name}[r * {depth_p} + j] = {x.name}[r * {depth} + j]")
+            g.line(f"    for j in range({depth}, {depth_p}):")
+            g.line(f"        {x_name}[r * {depth_p} + j] = 0")
+        acc = g.temp((m * n_p,), np.int64)
+        g.line(f"{g.kernel(dot_rows_int32)}({x_name}, {w_name}, {acc.name}, {m}, {depth_p}, {n_p})")
     else:
+        n_p = n
+        acc = g.temp((m * n,), np.int64)
         g.line(f"{g.kernel(dot_rows_int64)}({x.name}, {w.name}, {acc.name}, {m}, {depth}, {n})")
-    g.line(f"{g.kernel(requantize_rows)}({acc.name}, {g.const(offset)}, {g.const(real)}, {out.name}, {n}, {low!r}, {high!r}, {int(k.out_zp)})")
+    g.line(f"{g.kernel(requantize_rows)}({acc.name}, {n_p}, {g.const(offset)}, {g.const(real)}, {out.name}, {m}, {n}, "
+           f"{low!r}, {high!r}, {int(k.out_zp)})")
