@@ -1,7 +1,7 @@
 """numlite.jit on quantized models and resource variables: every quantized emitter bit-exact
 against LiteRT (one model of one node per form, written with numlite's writer, compiled once),
-a streaming int8 model whose ring buffer is a tf.Variable (made by the official converter with
-full integer quantization) carried over several invokes, then reset, and the errors of
+a streaming int8 model whose ring buffer is a tf.Variable (benchmarks/jit_quantized.py, made by
+the official converter with full integer quantization) carried over several invokes, then reset, and the errors of
 variables that the compiled code cannot take (the NumPy engine's, word for word).
 
 Numba compiles slowly, so the models are few and shared (module fixtures), in a cache folder
@@ -22,6 +22,7 @@ from numlite.errors import InvokeError
 
 pytest.importorskip("numba")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+from jit_quantized import streaming_model  # noqa: E402
 from one_op_model import Graph, k, model, out, v, x  # noqa: E402
 
 I8, U8, I16, I32, I64, F32 = np.int8, np.uint8, np.int16, np.int32, np.int64, np.float32
@@ -178,41 +179,6 @@ def test_quantized_forms_not_covered_say_why():
 
 
 # -- resource variables --------------------------------------------------------------------------
-
-
-def streaming_model() -> bytes:
-    """A keyword-spotting-style streaming model: each invoke shifts a ring buffer of the last
-    six feature frames (a tf.Variable) by the two new ones, then three dense layers over the
-    buffer; full integer quantization by the official converter (the buffer stays float32
-    between QUANTIZE and DEQUANTIZE, as the converter leaves resource variables)."""
-    import tensorflow as tf
-
-    rng = np.random.default_rng(0)
-
-    class Stream(tf.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.frames = tf.Variable(np.zeros((1, 6, 20), np.float32))
-            self.w1 = tf.constant(rng.uniform(-1, 1, (120, 32)).astype(np.float32) * 0.15)
-            self.b1 = tf.constant(rng.uniform(-0.1, 0.1, (32,)).astype(np.float32))
-            self.w2 = tf.constant(rng.uniform(-1, 1, (32, 16)).astype(np.float32) * 0.3)
-            self.w3 = tf.constant(rng.uniform(-1, 1, (16, 1)).astype(np.float32) * 0.5)
-
-        @tf.function(input_signature=[tf.TensorSpec((1, 2, 20), tf.float32)])
-        def step(self, features):
-            frames = tf.concat([self.frames[:, 2:, :], features], axis=1)
-            self.frames.assign(frames)
-            h = tf.nn.relu(tf.reshape(frames, (1, 120)) @ self.w1 + self.b1)
-            h = tf.nn.relu6(h @ self.w2)
-            return tf.sigmoid(h @ self.w3)
-
-    module = Stream()
-    converter = tf.lite.TFLiteConverter.from_concrete_functions([module.step.get_concrete_function()], module)
-    converter.optimizations = [tf.lite.Optimize.DEFAULT]
-    converter.representative_dataset = lambda: ([rng.uniform(-1, 1, (1, 2, 20)).astype(np.float32)] for _ in range(16))
-    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-    converter.inference_input_type = converter.inference_output_type = tf.int8
-    return converter.convert()
 
 
 @pytest.fixture(scope="module")
