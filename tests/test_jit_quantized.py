@@ -83,6 +83,7 @@ def forms() -> tuple[bytes, list[np.ndarray], list[str]]:
     node("leaky_relu", "LEAKY_RELU", [a], out(I8, (0.04, -20)), {"alpha": 0.2})
     node("maximum", "MAXIMUM", [a, c], out(I8, A))
     node("minimum", "MINIMUM", [a, c], out(I8, A))
+    node("mean", "MEAN", [a, g.add(k(np.array([1, 2], I32)))], out(I8, (0.02, 6)), {"keep_dims": True})
     node("concatenation", "CONCATENATION", [a, c], out(I8, A), {"axis": -1, "fused_activation_function": 0})
     fc = {"fused_activation_function": 0, "weights_format": 0, "keep_num_dims": False}
     w_tensor = g.add(k(ints(I8, (5, 8)), (0.02, 0)))
@@ -176,6 +177,29 @@ def test_quantized_forms_not_covered_say_why():
     it.allocate_tensors()
     reason = it.jit_report()["subgraphs"][0]["reason"]
     assert reason == "runs on NumPy: subgraph 0, node 1 (DEQUANTIZE): per-channel DEQUANTIZE is not compiled", reason
+
+
+def test_fixed_point_rescaling_matches_the_numpy_reference():
+    from numba import njit
+
+    from numlite.jit.kernels.quantized import multiply_by_quantized_multiplier
+    from numlite.kernels import fixed_point
+
+    @njit
+    def each(x, m, s, out):
+        for i in range(x.size):
+            out[i] = multiply_by_quantized_multiplier(x[i], m[i], s[i])
+
+    rng = np.random.default_rng(5)
+    n = 20000
+    x = rng.integers(-(2**31), 2**31, n).astype(I64)
+    x[:4] = (-(2**31), 2**31 - 1, 0, -1)
+    m, s = fixed_point.quantize_multiplier(rng.uniform(1e-6, 300.0, n) * rng.choice([1e-4, 1.0], n))
+    got = np.empty(n, I64)
+    each(x, m.astype(I64), s.astype(I64), got)
+    expected = np.array([fixed_point.multiply_by_quantized_multiplier(np.int32(a), int(b), int(c)) for a, b, c in zip(x[:2000], m, s)])
+    np.testing.assert_array_equal(got[:2000], expected)
+    np.testing.assert_array_equal(got, fixed_point.multiply_by_quantized_multiplier(x.astype(I32), m, s))  # per-element arrays
 
 
 # -- resource variables --------------------------------------------------------------------------

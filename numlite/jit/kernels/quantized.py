@@ -20,6 +20,8 @@ on a rounding.
   as ai-edge-litert's reference kernel does (``round(acc * real)`` in double, see
   numlite/kernels/quantized_conv.py), clamped to the fused activation, plus the output's zero
   point.
+* **MEAN** (8-bit, constant axes, at most 1024 values per output): the sums, then the NumPy
+  kernel's table of the rescaled mean of every possible sum, read in place.
 * **CONCATENATION** (inputs of the output's scale, as LiteRT requires for int8), **MAXIMUM**,
   **MINIMUM** (LiteRT compares the raw values): the plain emitters' code on integers.
 """
@@ -144,6 +146,40 @@ def emit_extremum(node, g) -> None:
     require(a.dtype == b.dtype == out.dtype and a.dtype.kind in "iu", f"quantized {node.op_name} of mixed dtypes is not compiled")
     pick = "max" if node.op_name == "MAXIMUM" else "min"
     each(g, out, lambda i: f"{pick}({index(a, out, i, g)}, {index(b, out, i, g)})")
+
+
+# -- fixed-point rescaling, for kernels with 8-bit accumulators (CONV_2D, DEPTHWISE_CONV_2D) ----------
+
+
+@kernel
+def multiply_by_quantized_multiplier(x, multiplier, shift):
+    """LiteRT's MultiplyByQuantizedMultiplier of an int32 ``x`` (gemmlowp's double rounding, as
+    numlite.kernels.fixed_point computes it in its closed forms): the int32 result, in int64.
+    ``multiplier`` is never INT32_MIN (QuantizeMultiplier gives [2**30, 2**31) or 0). The
+    compiled CONV_2D and DEPTHWISE_CONV_2D kernels rescale their int32 sums with it, per
+    channel (multipliers and shifts from the NumPy kernel's ``multiplier`` and ``shift``)."""
+    a = np.int64(np.int32(np.int64(x) << (shift if shift > 0 else 0)))  # C++ wraps the shifted int32
+    v = (a * multiplier + (1 << 30)) >> 31
+    if shift < 0:
+        v = (v + (v >> 63) + (np.int64(1) << (-shift - 1))) >> -shift
+    return v
+
+
+# -- MEAN: a sum, then the NumPy kernel's table of every sum's mean ------------------------------------
+
+
+@emits("MEAN", quantized=True)
+def emit_mean(node, g) -> None:
+    from numlite.jit.kernels.reduce import sums
+
+    x, axes = node.ins
+    (out,) = node.outs
+    table = getattr(node.kernel, "table", None)
+    require(axes.value is not None and table is not None and x.dtype in EIGHT_BIT,
+            "quantized MEAN is compiled for 8-bit inputs over constant axes, at most 1024 values per output")
+    acc = sums(node, g, np.int64)  # exact: at most 1024 * 255
+    name = _shared(g, table)
+    each(g, out, lambda i: f"{name}[{acc.name}[{i}] - {int(node.kernel.lowest)}]")
 
 
 # -- FULLY_CONNECTED ---------------------------------------------------------------------------------
