@@ -10,9 +10,11 @@ by the official converter with full integer quantization (a representative datas
 and outputs). ``--tflite`` adds files (a real wake-word model, for example). Per model: whether
 numlite compiles it (else the reason), the median ``invoke()`` time of numlite's compiled engine,
 LiteRT (1 thread, its default delegate) and numlite's NumPy engine, over ``--repeats`` rounds
-that alternate between them (each round about ``--seconds`` per interpreter), and the ratio
-jit / LiteRT. A streaming model keeps its state across the rounds, in all three. Nothing is
-asserted: tests/test_jit_quantized.py checks that the outputs are bit-exact.
+that alternate between them (each round about ``--seconds`` per interpreter), the ratio
+jit / LiteRT, and the time of the compiled interpreter's ``allocate_tensors()`` (the compile, or
+loading it from numlite's cache: ``NUMLITE_CACHE_DIR``). A streaming model keeps its state
+across the rounds, in all three. Nothing is asserted: tests/test_jit_quantized.py checks that
+the outputs are bit-exact.
 """
 
 from __future__ import annotations
@@ -128,12 +130,13 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     models = [(m, (streaming_model if m == "stream" else lambda m=m: keras_model(m))) for m in args.models.split(",") if m]
     models += [(os.path.basename(p), lambda p=p: open(p, "rb").read()) for p in args.tflite]
-    print(f"{'model':<28} {'jit us':>9} {'LiteRT us':>10} {'NumPy us':>10} {'jit/LiteRT':>10}  compiled")
+    print(f"{'model':<28} {'jit us':>9} {'LiteRT us':>10} {'NumPy us':>10} {'jit/LiteRT':>10} {'allocate s':>10}  compiled")
     for name, build in models:
         r = measure(name, build(), args.repeats, args.seconds)
         us = r["us"]
         state = "yes" if r["compiled"] else f"no: {r['reason']}"
-        print(f"{name:<28} {us['jit']:>9.2f} {us['litert']:>10.2f} {us['numpy']:>10.2f} {r['ratio']:>10.2f}  {state}", flush=True)
+        print(f"{name:<28} {us['jit']:>9.2f} {us['litert']:>10.2f} {us['numpy']:>10.2f} {r['ratio']:>10.2f} {r['allocate_s']:>10.2f}  {state}",
+              flush=True)
 
 
 if __name__ == "__main__":
