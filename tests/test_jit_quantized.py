@@ -24,21 +24,16 @@ pytest.importorskip("numba")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
 from jit_quantized import streaming_model  # noqa: E402
 from one_op_model import Graph, k, model, out, v, x  # noqa: E402
+from test_jit import jit_cache  # noqa: E402, F401  (the fixture)
 
 I8, U8, I16, I32, I64, F32 = np.int8, np.uint8, np.int16, np.int32, np.int64, np.float32
 RNG = np.random.default_rng(7)
 
 
 @pytest.fixture(scope="module", autouse=True)
-def jit_cache(tmp_path_factory):
-    folder = str(tmp_path_factory.mktemp("numlite-jit-quantized-cache"))
-    before = os.environ.get("NUMLITE_CACHE_DIR")
-    os.environ["NUMLITE_CACHE_DIR"] = folder
-    yield folder
-    if before is None:
-        os.environ.pop("NUMLITE_CACHE_DIR", None)
-    else:
-        os.environ["NUMLITE_CACHE_DIR"] = before
+def own_cache(jit_cache):
+    """This module's models compile into a cache folder of its own (test_jit's fixture)."""
+    return jit_cache
 
 
 def ints(dtype: Any, shape: tuple[int, ...]) -> np.ndarray:

@@ -38,7 +38,8 @@ from numlite.jit.kernels.common import each, index, kernel, require
 INT8, UINT8, INT16 = np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16)
 EIGHT_BIT = (INT8, UINT8)
 F32 = np.dtype(np.float32)
-PAD_DEPTH = 64  # FULLY_CONNECTED's rows are padded to a multiple of this (see emit_fully_connected)
+PAD_DEPTH = 64  # FULLY_CONNECTED's rows shorter than PAD_BELOW are padded to a multiple of this
+PAD_BELOW = 256  # (see emit_fully_connected)
 
 
 def _shared(g, array: np.ndarray) -> str:
@@ -193,10 +194,9 @@ def emit_mean(node, g) -> None:
 @njit(nogil=True)
 def dot_rows_int32(x, w, acc, m, k, n):
     """``acc[r, c] = x[r] . w[c]`` in int32 arithmetic (exact: generation proved no partial
-    sum leaves int32), four weight rows at a time (``n`` is a multiple of 4, ``k`` of
-    PAD_DEPTH: rows padded with zeros), so that each input load serves four products and the
-    vectorized loop has no scalar remainder (LLVM turns the products into pairwise
-    multiply-adds)."""
+    sum leaves int32), four weight rows at a time (``n`` is a multiple of 4: rows padded with
+    zeros), so that each input load serves four products (LLVM turns the products into
+    pairwise multiply-adds)."""
     for r in range(m):
         row = x[r * k : (r + 1) * k]
         for c in range(0, n, 4):
@@ -270,10 +270,11 @@ def emit_fully_connected(node, g) -> None:
     largest = -int(np.iinfo(x.dtype).min)
     narrow = largest * int(np.abs(weights.astype(np.int64)).sum(axis=1).max()) < 2**31
     if narrow:
-        # weights padded with zeros to a multiple of 4 rows of PAD_DEPTH: the vectorized loop
-        # then has no scalar remainder, which costs more than the padding on short rows (120:
-        # 0.36 us against 0.2 for 128, measured)
-        depth_p, n_p = -(-depth // PAD_DEPTH) * PAD_DEPTH, -(-n // 4) * 4
+        # weights padded with zeros to a multiple of 4 rows (the kernel's blocks) of PAD_DEPTH
+        # (short rows only: the vectorized loop's scalar remainder costs more than the padding
+        # there, 120: 0.36 us against 0.2 for 128, measured; long rows are read in place)
+        depth_p = -(-depth // PAD_DEPTH) * PAD_DEPTH if depth < PAD_BELOW else depth
+        n_p = -(-n // 4) * 4
         packed = np.zeros((n_p, depth_p), np.int8)
         packed[:n, :depth] = weights
         w_name = w.name if packed.shape == weights.shape else g.const(packed.reshape(-1))
