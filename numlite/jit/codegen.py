@@ -473,10 +473,9 @@ class FunctionGen:
         if slot is None and rt.graph.tensors[t].is_variable and rt.arrays[t] is not None:
             # a variable tensor (state an op such as an LSTM keeps): read in place in the
             # interpreter's array, which reset_all_variables restores in place
-            flat = rt.arrays[t].reshape(-1)
-            if not np.shares_memory(flat, rt.arrays[t]) or not flat.flags.c_contiguous:
-                raise NotCompiled(f"{where}: variable tensor {t} is not one contiguous array")
             slot = self.gen.arenas.const(rt.arrays[t], interpreters=True)
+            if not any(s == slot and shared for s, _, shared in self.gen.arenas.constants):
+                raise NotCompiled(f"{where}: variable tensor {t} cannot be read in place")
         elif slot is None:
             if not rt.known[t] or rt.arrays[t] is None:
                 raise NotCompiled(f"{where}: tensor {t} is read before it is computed")

@@ -7,12 +7,12 @@ A READ_VARIABLE is a copy from it, an ASSIGN_VARIABLE a copy into it.
 
 The interpreter keeps variables in its :class:`numlite.kernels.variables.VariableStore`. Before
 a compiled invoke, :class:`State` makes the compiled arrays the store's own (one comparison of
-the store's ``version`` per invoke when nothing changed): it first runs the CALL_ONCE
-initialisers on the NumPy engine (once, and again after ``reset_all_variables``), then copies
-each variable's value into its compiled array and puts that array in the store. So
-``reset_all_variables``, NumPy invokes, other signatures and the store see the same values. A
-variable nothing assigned yet, or one that holds another shape or dtype than the compiled code
-expects, makes that invoke run on NumPy, which raises its own error (or assigns it first).
+the store's ``version`` per invoke when nothing changed): it copies each variable's value into
+its compiled array and puts that array in the store. So ``reset_all_variables``, NumPy invokes,
+other signatures and the store see the same values. An invoke whose CALL_ONCE initialiser has
+not run (the first, and the first after ``reset_all_variables``) runs on the NumPy engine, which
+runs it; so does one whose variable nothing assigned yet, or holds another shape or dtype than
+the compiled code expects (the NumPy engine raises its own error, or assigns it first).
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def emit_handle(node, g) -> None:
 
 @emits("CALL_ONCE")
 def emit_call_once(node, g) -> None:
-    """No code: :class:`State` runs the initialiser on NumPy before the first compiled invoke."""
+    """No code: the NumPy engine runs the initialiser (see :class:`State`)."""
     require(len(g.gen.stack) == 1 and node.kernel is not None, "CALL_ONCE inside control flow is not compiled")
     g.gen.call_once.append(node.kernel)
 
@@ -99,13 +99,12 @@ class State:
         return self.store.version == self.version
 
     def bind(self) -> bool:
-        """Run the initialisers, then make the compiled arrays the store's, values copied in.
-        False: a variable has no value, or not the compiled shape and dtype (then the invoke
-        runs on NumPy)."""
-        if self.call_once:
-            with np.errstate(all="ignore"):
-                for kernel in self.call_once:
-                    kernel.eval([], [])  # runs its initialiser unless it ran already
+        """Make the compiled arrays the store's, values copied in. False (then the invoke runs
+        on NumPy): an initialiser has not run yet (the NumPy engine runs it, and raises its
+        errors as it does), or a variable has no value, or not the compiled shape and dtype."""
+        initialized = self.interpreter.initialized
+        if any(kernel.options.init_subgraph_index not in initialized for kernel in self.call_once):
+            return False
         values = self.store.values
         for handle, array in self.arrays:
             current = values.get(handle)
