@@ -246,7 +246,7 @@ class Generator:
         self.ops = 0
         # State kept across invokes (numlite/jit/kernels/variables.py): resource variables by
         # handle, each an array of its own (not in the arenas, so never shared by lifetime),
-        # and the CALL_ONCE kernels to run before a compiled invoke.
+        # and the CALL_ONCE kernels whose initialisers must have run before a compiled invoke.
         self.variables: dict[int, tuple[Slot, np.ndarray]] = {}
         self.call_once: list[Any] = []
 
@@ -500,6 +500,8 @@ def _quantized(rt: "SubgraphRuntime", step: Any) -> bool:
 
     if step.op_name in STATE_OPS or not any(params(t) is not None for t in (*step.inputs, *step.outputs)):
         return False
+    if not step.inputs or not step.outputs:
+        return True
     data, out = step.inputs[0], step.outputs[0]
     return not (step.op_name in MOVES_ELEMENTS and params(data) is not None and params(data) == params(out))
 

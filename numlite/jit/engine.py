@@ -18,8 +18,9 @@ invoke copies nothing.
   switch to it when it is ready. A model compiled before (by any process: the cache's index
   names the module for the model's hash and input shapes) is loaded in the background right
   at ``allocate_tensors()``, which takes milliseconds once Numba is imported;
-* a model the engine does not cover (an op without compiled kernel, dynamic shapes,
-  variables) stays on NumPy; :meth:`JitManager.report` (``Interpreter.jit_report()``) and
+* a model the engine does not cover (an op without compiled kernel, dynamic shapes) stays on
+  NumPy; so does an invoke whose resource variables are not ready for the compiled code (see
+  numlite/jit/kernels/variables.py); :meth:`JitManager.report` (``Interpreter.jit_report()``) and
   the ``numlite.jit`` logger say why, naming the node.
 
 Watched invokes (profiling, ``check_cancelled``) always run on NumPy; ``cancel()`` sets the

@@ -14,12 +14,13 @@ on a rounding.
   its prepare by the op's fixed-point arithmetic), read in place: no copy, one load per element.
 * **QUANTIZE from float32**: ``x / scale`` in float32 rounded to nearest (halves to even, as
   LiteRT), plus the zero point, saturated (per tensor).
-* **FULLY_CONNECTED** (int8 or int16 inputs, int8 weights per tensor or per channel, int32 or
-  int64 bias): exact int64 dot products of the raw input and the weights, read in place; the
-  input's zero point comes out with the bias in one per-unit offset; each sum is then rescaled
-  as ai-edge-litert's reference kernel does (``round(acc * real)`` in double, see
-  numlite/kernels/quantized_conv.py), clamped to the fused activation, plus the output's zero
-  point.
+* **FULLY_CONNECTED** (int8 or int16 inputs, constant int8 weights per tensor or per channel,
+  int32 or int64 bias): exact dot products of the raw input and the weights (int32 sums when
+  generation proves they cannot leave int32, else int64; the weights read in place, or padded
+  with zeros when their rows are short); the input's zero point comes out with the bias in one
+  per-unit offset; each sum is then rescaled as ai-edge-litert's reference kernel does
+  (``round(acc * real)`` in double, see numlite/kernels/quantized_conv.py), clamped to the
+  fused activation, plus the output's zero point.
 * **MEAN** (8-bit, constant axes, at most 1024 values per output): the sums, then the NumPy
   kernel's table of the rescaled mean of every possible sum, read in place.
 * **CONCATENATION** (inputs of the output's scale, as LiteRT requires for int8), **MAXIMUM**,
@@ -29,10 +30,9 @@ on a rounding.
 from __future__ import annotations
 
 import numpy as np
-
-from numlite.jit.kernels import emits
 from numba import njit
 
+from numlite.jit.kernels import emits
 from numlite.jit.kernels.common import each, index, kernel, require
 
 INT8, UINT8, INT16 = np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16)
