@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import numpy as np
 
-from numlite.jit.kernels import EMITTERS, NotCompiled
+from numlite.jit.kernels import EMITTERS, QUANTIZED_EMITTERS, NotCompiled
 
 if TYPE_CHECKING:
     from numlite.interpreter.runtime import SubgraphRuntime
@@ -52,8 +52,10 @@ MAX_DEPTH = 32  # nested IF/WHILE call sites (recursion is refused)
 ARENA_DTYPES = tuple(np.dtype(t) for t in (np.bool_, np.int8, np.uint8, np.int16, np.int32, np.int64, np.float32, np.float64))
 # Ops that only move elements: compiled on quantized tensors when the output keeps the input's
 # scale and zero point (as LiteRT requires of them). Every other op with a quantized operand
-# (affine integer arithmetic, CONCATENATION's requantization) stays on NumPy in this milestone.
+# needs an emitter of QUANTIZED_EMITTERS (numlite/jit/kernels/quantized*.py).
 MOVES_ELEMENTS = {"RESHAPE", "SQUEEZE", "EXPAND_DIMS", "TRANSPOSE", "SLICE", "STRIDED_SLICE", "GATHER"}
+# Ops that store or load a variable's bytes whatever their scale (LiteRT does not requantize).
+STATE_OPS = {"CALL_ONCE", "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE"}
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,7 @@ class JitNode:
     options: Any
     ins: list[Operand | None]
     outs: list[Operand]
+    kernel: Any = None  # the NumPy engine's prepared kernel (quantized emitters read its parameters)
 
 
 class Arenas:
@@ -244,6 +247,11 @@ class Generator:
         self.inputs: list[tuple[int, Slot, tuple[int, ...]]] = []  # root inputs: tensor, slot, shape
         self.outputs: list[tuple[int, Slot, tuple[int, ...]]] = []
         self.ops = 0
+        # State kept across invokes (numlite/jit/kernels/variables.py): resource variables by
+        # handle, each an array of its own (not in the arenas, so never shared by lifetime),
+        # and the CALL_ONCE kernels whose initialisers must have run before a compiled invoke.
+        self.variables: dict[int, tuple[Slot, np.ndarray]] = {}
+        self.call_once: list[Any] = []
 
     def generate(self) -> str:
         """The module's source; raises NotCompiled naming what is not covered."""
@@ -326,8 +334,6 @@ class Generator:
         runtime = self.interpreter.subgraph(index)
         if not runtime.allocated:
             raise NotCompiled(f"subgraph {index} is not prepared")
-        if any(t.is_variable for t in runtime.graph.tensors):
-            raise NotCompiled(f"subgraph {index} has variable tensors (state kept across invokes)")
         if self.generations.setdefault(index, runtime.generation) != runtime.generation:
             raise NotCompiled(f"subgraph {index} changed while it was generated")
         self.stack.append(index)
@@ -422,10 +428,10 @@ class FunctionGen:
             where = f"subgraph {rt.index}, node {step.index} ({step.op_name})"
             if step.dynamic:
                 raise NotCompiled(f"{where}: its shapes are computed at run time")
-            emitter = EMITTERS.get(step.op_name)
+            quantized = _quantized(rt, step)
+            emitter = (QUANTIZED_EMITTERS if quantized else EMITTERS).get(step.op_name)
             if emitter is None:
-                raise NotCompiled(f"{where}: no compiled kernel for {step.op_name}")
-            _check_quantization(rt, step, where)
+                raise NotCompiled(f"{where}: no compiled kernel for {step.op_name}" + (" on quantized operands" if quantized else ""))
             try:
                 ins = [self._read(t, where) if t >= 0 else None for t in step.inputs]
                 outs = self._outputs(step, claimed, where)
@@ -434,7 +440,8 @@ class FunctionGen:
             self.where = (rt.index, step.index)
             self.line(f"# {where}")
             try:
-                emitter(JitNode(step.op_name, rt.index, step.index, step.kernel.options, ins, outs), self)
+                kernel = getattr(step.kernel, "impl", None) or step.kernel  # a QuantizedDispatch's chosen kernel
+                emitter(JitNode(step.op_name, rt.index, step.index, step.kernel.options, ins, outs, kernel), self)
             except NotCompiled as e:
                 raise NotCompiled(str(e) if str(e).startswith("subgraph ") else f"{where}: {e}") from None
             except Exception as e:  # an emitter's bug or a form it did not expect: stay on NumPy
@@ -458,6 +465,8 @@ class FunctionGen:
         for t in step.outputs:
             if t < 0:
                 raise NotCompiled(f"{where}: an omitted output is not compiled")
+            if rt.graph.tensors[t].is_variable:
+                raise NotCompiled(f"{where}: writing variable tensor {t} is not compiled")
             slot = claimed.get(t) or self.gen.arenas.alloc(rt.dtypes[t], _size(rt.shapes[t]))
             self.home[t] = slot
             self.gen.slots.add(slot)
@@ -468,7 +477,13 @@ class FunctionGen:
         rt = self.runtime
         slot = self.home.get(t)
         value = None
-        if slot is None:
+        if slot is None and rt.graph.tensors[t].is_variable and rt.arrays[t] is not None:
+            # a variable tensor (state an op such as an LSTM keeps): read in place in the
+            # interpreter's array, which reset_all_variables restores in place
+            slot = self.gen.arenas.const(rt.arrays[t], interpreters=True)
+            if not any(s == slot and shared for s, _, shared in self.gen.arenas.constants):
+                raise NotCompiled(f"{where}: variable tensor {t} cannot be read in place")
+        elif slot is None:
             if not rt.known[t] or rt.arrays[t] is None:
                 raise NotCompiled(f"{where}: tensor {t} is read before it is computed")
             value = rt.arrays[t]
@@ -480,8 +495,9 @@ class FunctionGen:
         return Operand(slot.name, tuple(shape), rt.dtypes[t], value, slot)
 
 
-def _check_quantization(rt: "SubgraphRuntime", step: Any, where: str) -> None:
-    """Refuse a node with quantized operands, unless it only moves elements of one scale."""
+def _quantized(rt: "SubgraphRuntime", step: Any) -> bool:
+    """Whether the node has quantized operands and does more than move elements of one scale
+    (then its emitter comes from QUANTIZED_EMITTERS)."""
     def params(t: int) -> tuple | None:
         q = rt.graph.tensors[t].quantization if t >= 0 else None
         if q is None or q.scale is None or not len(q.scale):
@@ -489,13 +505,12 @@ def _check_quantization(rt: "SubgraphRuntime", step: Any, where: str) -> None:
         zero = q.zero_point if q.zero_point is not None else ()
         return tuple(np.asarray(q.scale, np.float64).tolist()), tuple(np.asarray(zero, np.int64).tolist())
 
-    quantized = [t for t in (*step.inputs, *step.outputs) if params(t) is not None]
-    if not quantized:
-        return
+    if step.op_name in STATE_OPS or not any(params(t) is not None for t in (*step.inputs, *step.outputs)):
+        return False
+    if not step.inputs or not step.outputs:
+        return True
     data, out = step.inputs[0], step.outputs[0]
-    if step.op_name in MOVES_ELEMENTS and params(data) is not None and params(data) == params(out):
-        return
-    raise NotCompiled(f"{where}: quantized operands are not compiled in this milestone")
+    return not (step.op_name in MOVES_ELEMENTS and params(data) is not None and params(data) == params(out))
 
 
 def _size(shape: Sequence[int]) -> int:

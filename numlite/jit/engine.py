@@ -20,8 +20,9 @@ invoke copies nothing.
   it when it is ready. A model compiled before (by any process: the cache's index
   names the module for the model's hash and input shapes) is loaded in the background right
   at ``allocate_tensors()``, which takes milliseconds once Numba is imported;
-* a model the engine does not cover (an op without compiled kernel, dynamic shapes,
-  variables) stays on NumPy; :meth:`JitManager.report` (``Interpreter.jit_report()``) and
+* a model the engine does not cover (an op without compiled kernel, dynamic shapes) stays on
+  NumPy; so does an invoke whose resource variables are not ready for the compiled code (see
+  numlite/jit/kernels/variables.py); :meth:`JitManager.report` (``Interpreter.jit_report()``) and
   the ``numlite.jit`` logger say why, naming the node.
 
 Watched invokes (profiling, ``check_cancelled``) always run on NumPy; ``cancel()`` sets the
@@ -83,6 +84,10 @@ class CompiledModel:
         self.inputs = gen.inputs
         self.outputs = gen.outputs
         self.traces = list(gen.traces)
+        from numlite.jit.kernels.variables import State
+
+        # resource variables and CALL_ONCE: bound to the interpreter's store before invokes
+        self.state = State(self.interpreter, gen.variables, gen.call_once) if gen.variables or gen.call_once else None
         subgraph = self.interpreter.subgraph
         self._watched = [(subgraph(i), g) for i, g in self.generations.items()]
 
@@ -179,7 +184,15 @@ class CompiledModel:
 
     def run(self) -> None:
         """One invoke (the inputs and outputs are the arena views: see :meth:`attach`; the
-        compiled ``main`` clears the cancel flag and the error code)."""
+        compiled ``main`` clears the cancel flag and the error code). A model with variables
+        first makes its variables' arrays the interpreter's (see numlite/jit/kernels/variables.py);
+        when it cannot (a variable without value or of another shape), this invoke runs on NumPy."""
+        state = self.state
+        if state is not None and not state.ready() and not state.bind():
+            interpreter = self.interpreter
+            with interpreter._float_mode, interpreter._threads, np.errstate(all="ignore"):
+                interpreter.subgraph(self.root).invoke()
+            return
         if self.fn(self.A, self.ctl):
             raise self._error()
 
@@ -379,6 +392,7 @@ class JitManager:
                     compiled_in_child=built.compiled_in_child,
                     arena_bytes=built.arenas.arena_bytes, constant_bytes=built.arenas.constant_bytes(shared=False),
                     shared_constant_bytes=built.arenas.constant_bytes(shared=True),
+                    state_bytes=built.state.nbytes if built.state is not None else 0,  # within constant_bytes
                 )  # fmt: skip
             roots[root] = entry
         return {"mode": self.mode, "numba": status(), "subgraphs": roots}

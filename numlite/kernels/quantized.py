@@ -107,8 +107,8 @@ def _clamp_into(values: np.ndarray, low: int, high: int, out: np.ndarray) -> Non
 
 @register("QUANTIZE")
 class Quantize(QuantizedKernel):
-    """float32 -> int8/uint8/int16 (round half away from zero of ``x / scale``, plus the zero
-    point, saturated; per channel too, with one scale and zero point along the output's
+    """float32 -> int8/uint8/int16 (``x / scale`` rounded to nearest, halves to even, plus the
+    zero point, saturated; per channel too, with one scale and zero point along the output's
     ``quantized_dimension``), or integer -> integer requantization with another scale/zero point."""
 
     def prepare(self, ins):
@@ -163,7 +163,9 @@ class Quantize(QuantizedKernel):
             values = mbqm(x.astype(np.int32) - np.int32(self.in_zp), self.mult, self.shift).astype(np.int64) + self.out_zp
         else:
             with np.errstate(over="ignore", invalid="ignore"):
-                q = round_half_away(np.divide(x, self.out_scale, dtype=F32))
+                # LiteRT rounds the float32 quotient to nearest, halves to even (both its
+                # paths: 0.125 at scale 0.25 gives 0, 0.625 gives 2; tests/test_jit_quantized.py)
+                q = np.rint(np.divide(x, self.out_scale, dtype=F32))
                 # saturate in float first: a huge quotient has no int64 value
                 q = np.clip(np.nan_to_num(q, nan=0.0), -(2.0**40), 2.0**40)
             values = q.astype(np.int64) + self.out_zp

@@ -26,11 +26,16 @@ class VariableStore:
         self.handles: dict[tuple[str, str], int] = {}
         self.names: list[tuple[str, str]] = []
         self.tables: dict[int, Any] = {}  # table_id -> HashTable
+        # Bumped whenever a variable's array is replaced or forgotten (not when it is written in
+        # place): the compiled engine keeps variables in arrays of its own, which it puts here,
+        # and checks with one comparison per invoke that they are still the ones in use.
+        self.version = 0
 
     def clear(self) -> None:
         """Forget every variable's value (handles stay valid; hash tables stay filled, as
         LiteRT keeps its resources: their import runs once)."""
         self.values.clear()
+        self.version += 1
 
     def handle(self, container: str, shared_name: str) -> int:
         key = (container, shared_name)
@@ -57,6 +62,7 @@ class VariableStore:
             np.copyto(current, value)  # reuse the variable's memory
         else:
             self.values[handle] = np.array(value, copy=True)
+            self.version += 1
 
 
 def _handle(array: np.ndarray) -> int:

@@ -30,16 +30,21 @@ class NotCompiled(Exception):
 
 Emitter = Callable[[Any, Any], None]
 EMITTERS: dict[str, Emitter] = {}
+# The emitters of nodes with quantized (affine integer) operands, beside the plain ones, as
+# numlite.kernels.base keeps QUANTIZED_KERNELS beside KERNELS (the generator picks the table).
+QUANTIZED_EMITTERS: dict[str, Emitter] = {}
 
 
-def emits(*op_names: str) -> Callable[[Emitter], Emitter]:
-    """Decorator: register ``fn`` as the emitter of the named ops."""
+def emits(*op_names: str, quantized: bool = False) -> Callable[[Emitter], Emitter]:
+    """Decorator: register ``fn`` as the emitter of the named ops (``quantized``: of their
+    nodes with quantized operands)."""
+    table = QUANTIZED_EMITTERS if quantized else EMITTERS
 
     def decorate(fn: Emitter) -> Emitter:
         for name in op_names:
-            if name in EMITTERS:
+            if name in table:
                 raise ValueError(f"{name} has two compiled emitters")
-            EMITTERS[name] = fn
+            table[name] = fn
         return fn
 
     return decorate
@@ -49,4 +54,4 @@ for _module in pkgutil.iter_modules(__path__):
     if _module.name != "common":
         importlib.import_module(f"{__name__}.{_module.name}")
 
-__all__ = ["EMITTERS", "NotCompiled", "emits"]
+__all__ = ["EMITTERS", "QUANTIZED_EMITTERS", "NotCompiled", "emits"]

@@ -1,0 +1,321 @@
+"""numlite.jit on quantized models and resource variables: every quantized emitter bit-exact
+against LiteRT (one model of one node per form, written with numlite's writer, compiled once),
+a streaming int8 model whose ring buffer is a tf.Variable (benchmarks/jit_quantized.py, made by
+the official converter with full integer quantization) carried over several invokes, then reset, and the errors of
+variables that the compiled code cannot take (the NumPy engine's, word for word).
+
+Numba compiles slowly, so the models are few and shared (module fixtures), in a cache folder
+of this module's own."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import numpy as np
+import pytest
+from helpers import litert_interpreter
+
+import numlite
+from numlite.errors import InvokeError
+
+pytest.importorskip("numba")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+from jit_quantized import streaming_model  # noqa: E402
+from one_op_model import Graph, k, model, out, v, x  # noqa: E402
+from test_jit import jit_cache  # noqa: E402, F401  (the fixture)
+
+I8, U8, I16, I32, I64, F32 = np.int8, np.uint8, np.int16, np.int32, np.int64, np.float32
+RNG = np.random.default_rng(7)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def own_cache(jit_cache):
+    """This module's models compile into a cache folder of its own (test_jit's fixture)."""
+    return jit_cache
+
+
+def ints(dtype: Any, shape: tuple[int, ...]) -> np.ndarray:
+    info = np.iinfo(dtype)
+    return RNG.integers(info.min, info.max + 1, shape).astype(dtype)
+
+
+def forms() -> tuple[bytes, list[np.ndarray], list[str]]:
+    """One node per emitter form, each output a graph output: (model, feeds, output names)."""
+    g = Graph()
+    A = (0.05, -3)
+    a = g.add(x(ints(I8, (2, 3, 8)), A), "a")
+    b = g.add(x(ints(I8, (8,)), (0.03, 5)), "b")  # broadcast against a
+    c = g.add(x(ints(I8, (2, 3, 8)), A), "c")  # a's parameters (MAXIMUM, MINIMUM, CONCATENATION)
+    f = g.add(x((RNG.standard_normal((2, 3, 8)) * 2).astype(F32)), "f")
+    u = g.add(x(ints(U8, (2, 3, 8)), (0.04, 128)), "u")
+    s = g.add(x(ints(I16, (2, 12)), (1 / 256, 0)), "s")
+    long = g.add(x(ints(I16, (1, 600)), (1 / 64, 0)), "long")
+    names = []
+
+    def node(name: str, op: str, inputs: list[int], spec: Any, options: dict | None = None) -> None:
+        o = g.add(spec, name)
+        g.op(op, inputs, [o], options)
+        g.output(o)
+        names.append(name)
+
+    relu = {"fused_activation_function": 1}
+    node("add_relu", "ADD", [a, b], out(I8, (0.07, 1)), relu)
+    node("sub", "SUB", [a, b], out(I8, (0.06, -2)), {"fused_activation_function": 0})
+    node("mul", "MUL", [a, b], out(I8, (0.01, 0)), {"fused_activation_function": 0})
+    node("add_uint8", "ADD", [u, u], out(U8, (0.09, 120)), {"fused_activation_function": 0})
+    node("quantize_int8", "QUANTIZE", [f], out(I8, (0.02, 3)))
+    node("quantize_int16", "QUANTIZE", [f], out(I16, (1 / 1000, 0)))
+    node("quantize_halves", "QUANTIZE", [f], out(I8, (0.25, 3)))  # exact halves: to even, as LiteRT
+    node("requantize_int8", "QUANTIZE", [a], out(I8, (0.1, 7)))
+    node("requantize_uint8", "QUANTIZE", [a], out(U8, (0.05, 125)))  # the wake-word models' last node
+    node("dequantize", "DEQUANTIZE", [a], out(F32))
+    node("relu", "RELU", [a], out(I8, (0.03, -128)))
+    node("relu6", "RELU6", [a], out(I8, (0.025, -128)))
+    node("logistic", "LOGISTIC", [a], out(I8, (1 / 256, -128)))
+    node("tanh", "TANH", [a], out(I8, (1 / 128, 0)))
+    node("leaky_relu", "LEAKY_RELU", [a], out(I8, (0.04, -20)), {"alpha": 0.2})
+    node("relu_n1_to_1", "RELU_N1_TO_1", [a], out(I8, (1 / 100, 0)))
+    node("hard_swish", "HARD_SWISH", [a], out(I8, (0.03, -30)))
+    node("abs", "ABS", [a], out(I8, (0.04, -128)))
+    node("maximum", "MAXIMUM", [a, c], out(I8, A))
+    node("minimum", "MINIMUM", [a, c], out(I8, A))
+    node("mean", "MEAN", [a, g.add(k(np.array([1, 2], I32)))], out(I8, (0.02, 6)), {"keep_dims": True})
+    node("concatenation", "CONCATENATION", [a, c], out(I8, A), {"axis": -1, "fused_activation_function": 0})
+    fc = {"fused_activation_function": 0, "weights_format": 0, "keep_num_dims": False}
+    w_tensor = g.add(k(ints(I8, (5, 8)), (0.02, 0)))
+    bias = g.add(k(RNG.integers(-2000, 2000, 5).astype(I32), (0.05 * 0.02, 0)))
+    node("fc_per_tensor", "FULLY_CONNECTED", [a, w_tensor, bias], out(I8, (0.3, -4)), fc)
+    scales = RNG.uniform(0.005, 0.03, 5).astype(F32)
+    w_channel = g.add(k(ints(I8, (5, 8)), (scales, np.zeros(5, I64), 0)))
+    bias_channel = g.add(k(RNG.integers(-2000, 2000, 5).astype(I32), (0.05 * scales, np.zeros(5, I64), 0)))
+    node("fc_per_channel_relu6", "FULLY_CONNECTED", [a, w_channel, bias_channel], out(I8, (0.05, -128)),
+         {**fc, "fused_activation_function": 3})
+    w70 = g.add(k(ints(I8, (3, 70)), (0.01, 0)))  # a depth padded to 128 in the compiled rows
+    flat = g.add(out(I8, A, (1, 48)), "flat")
+    g.op("RESHAPE", [a, g.add(k(np.array([1, 48], I32)))], [flat], {"new_shape": [1, 48]})
+    w48 = g.add(k(ints(I8, (70, 48)), (0.01, 0)))
+    node("fc_no_bias", "FULLY_CONNECTED", [flat, w48, -1], out(I8, (0.4, 2)), fc)
+    node("fc_depth_70", "FULLY_CONNECTED", [g.sg.outputs[-1], w70, -1], out(I8, (0.05, 0)), fc)
+    s_scales = RNG.uniform(0.002, 0.01, 4).astype(F32)
+    w16 = g.add(k(ints(I8, (4, 12)), (s_scales, np.zeros(4, I64), 0)))
+    b16 = g.add(k(RNG.integers(-5000, 5000, 4).astype(I64), (s_scales / 256, np.zeros(4, I64), 0)))
+    node("fc_16x8", "FULLY_CONNECTED", [s, w16, b16], out(I16, (1 / 512, 0)), fc)
+    w_long = g.add(k(np.where(RNG.random((3, 600)) < 0.5, -127, 127).astype(I8), (0.003, 0)))  # sums beyond int32: int64 path
+    node("fc_16x8_int64", "FULLY_CONNECTED", [long, w_long, -1], out(I16, (4.0, 0)), fc)
+    state = g.add(v(np.zeros(8, F32)), "state")  # a variable tensor (LiteRT takes none with data), read in place
+    node("plus_variable", "ADD", [f, state], out(F32), {"fused_activation_function": 0})
+    data, feeds = model(g)
+    return data, feeds, names
+
+
+@pytest.fixture(scope="module")
+def forms_model():
+    data, feeds, names = forms()
+    it = numlite.Interpreter(model_content=data, jit=True)
+    it.allocate_tensors()
+    return data, feeds, names, it
+
+
+def run(interpreter: Any, feeds: list[np.ndarray]) -> dict[str, np.ndarray]:
+    interpreter.allocate_tensors()
+    for d, value in zip(interpreter.get_input_details(), feeds):
+        interpreter.set_tensor(d["index"], value)
+    interpreter.invoke()
+    return {d["name"]: interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()}
+
+
+def test_every_quantized_form_compiles(forms_model):
+    _, _, names, it = forms_model
+    report = it.jit_report()["subgraphs"][0]
+    assert report["compiled"], report.get("reason")
+    assert report["operators"] == len(names) + 1  # and the RESHAPE
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_every_quantized_form_is_bit_exact_with_litert(forms_model, seed):
+    data, feeds, names, it = forms_model
+    rng = np.random.default_rng(seed)
+    fresh = []
+    for value in feeds:  # other values of the same dtypes (seed 0: the model's own, with the edges)
+        if value.dtype == F32:
+            fresh.append((rng.standard_normal(value.shape) * 3).astype(F32))
+        else:
+            info = np.iinfo(value.dtype)
+            fresh.append(rng.integers(info.min, info.max + 1, value.shape).astype(value.dtype))
+    if seed == 0:
+        fresh = [value.copy() for value in feeds]
+        fresh[0].reshape(-1)[:2] = (-128, 127)  # the int8 extremes through every form of a
+        # QUANTIZE saturates these, and rounds halves away from zero (NaN and values beyond
+        # int32 are left out: LiteRT's two paths disagree on them, 127 or -128)
+        fresh[3].reshape(-1)[:10] = (1000.0, -1000.0, 2.55, -2.57, 0.01, -0.03, 0.125, -0.125, 0.625, -0.375)
+    ours = run(it, fresh)
+    # LiteRT's own integer kernels (its default XNNPACK delegate rounds int8 SUB, MUL and
+    # LEAKY_RELU otherwise); DEQUANTIZE as the default path computes it (float32 products, as
+    # numlite: the builtin kernel multiplies by a double scale)
+    reference = run(litert_interpreter(data, builtin_only=True), fresh)
+    reference["dequantize"] = run(litert_interpreter(data), fresh)["dequantize"]
+    numpy_engine = run(numlite.Interpreter(model_content=data), fresh)
+    for name in names:
+        assert ours[name].dtype == reference[name].dtype, name
+        np.testing.assert_array_equal(ours[name], reference[name], err_msg=name)
+        np.testing.assert_array_equal(ours[name], numpy_engine[name], err_msg=name)
+
+
+def test_quantized_forms_not_covered_say_why():
+    g = Graph()
+    a = g.add(x(ints(I8, (4, 4)), (0.05, 0)))
+    o = g.add(out(I8, (0.05, 0)))
+    g.op("ADD", [a, a], [o], {"fused_activation_function": 0})
+    p = g.add(out(F32))
+    g.op("DEQUANTIZE", [g.add(x(ints(I8, (2, 4)), (np.array([0.1, 0.2], F32), np.zeros(2, I64), 0)))], [p])
+    g.output(o, p)
+    it = numlite.Interpreter(model_content=model(g)[0], jit=True)
+    it.allocate_tensors()
+    reason = it.jit_report()["subgraphs"][0]["reason"]
+    assert reason == "runs on NumPy: subgraph 0, node 1 (DEQUANTIZE): per-channel DEQUANTIZE is not compiled", reason
+
+
+def test_fixed_point_rescaling_matches_the_numpy_reference():
+    from numba import njit
+
+    from numlite.jit.kernels.quantized import multiply_by_quantized_multiplier
+    from numlite.kernels import fixed_point
+
+    @njit
+    def each(x, m, s, out):
+        for i in range(x.size):
+            out[i] = multiply_by_quantized_multiplier(x[i], m[i], s[i])
+
+    rng = np.random.default_rng(5)
+    n = 20000
+    x = rng.integers(-(2**31), 2**31, n).astype(I64)
+    x[:4] = (-(2**31), 2**31 - 1, 0, -1)
+    m, s = fixed_point.quantize_multiplier(rng.uniform(1e-6, 300.0, n) * rng.choice([1e-4, 1.0], n))
+    got = np.empty(n, I64)
+    each(x, m.astype(I64), s.astype(I64), got)
+    expected = np.array([fixed_point.multiply_by_quantized_multiplier(np.int32(a), int(b), int(c)) for a, b, c in zip(x[:2000], m, s)])
+    np.testing.assert_array_equal(got[:2000], expected)
+    np.testing.assert_array_equal(got, fixed_point.multiply_by_quantized_multiplier(x.astype(I32), m, s))  # per-element arrays
+
+
+# -- resource variables --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def stream():
+    data = streaming_model()
+    it = numlite.Interpreter(model_content=data, jit=True)
+    it.allocate_tensors()
+    return data, it
+
+
+def test_streaming_model_compiles_with_its_variable_ops(stream):
+    from numlite.model import read_model
+
+    data, it = stream
+    m = read_model(data)
+    ops = {m.op_name(op) for op in m.subgraphs[0].operators}
+    assert {"CALL_ONCE", "READ_VARIABLE", "ASSIGN_VARIABLE", "FULLY_CONNECTED", "QUANTIZE", "DEQUANTIZE", "LOGISTIC"} <= ops
+    report = it.jit_report()["subgraphs"][0]
+    assert report["compiled"], report.get("reason")
+    assert report["state_bytes"] == 6 * 20 * 4
+
+
+def test_streaming_state_carries_and_resets_bit_exact(stream):
+    data, it = stream
+    rng = np.random.default_rng(3)
+    frames = [rng.integers(-128, 128, (1, 2, 20)).astype(I8) for _ in range(5)]
+    detail = it.get_input_details()[0]
+    output = it.get_output_details()[0]["index"]
+
+    def outputs(interpreter: Any) -> list[np.ndarray]:
+        result = []
+        for value in frames:
+            interpreter.set_tensor(detail["index"], value)
+            interpreter.invoke()
+            result.append(interpreter.get_tensor(output))
+        return result
+
+    litert = litert_interpreter(data)
+    litert.allocate_tensors()
+    expected = outputs(litert)
+    first = outputs(it)
+    assert len({r.tobytes() for r in expected}) > 1  # the state changes the answer to equal frames
+    for ours, theirs in zip(first, expected):
+        np.testing.assert_array_equal(ours, theirs)
+    compiled = it._jit.engines[0]
+    assert it.variables.values[0] is compiled.state.arrays[0][1]  # the store holds the compiled state
+    # LiteRT keeps resource variables on reset (tests/test_variables.py); numlite restores the
+    # fresh state, so a fresh LiteRT interpreter is the reference after it
+    it.reset_all_variables()
+    for ours, theirs in zip(outputs(it), expected):
+        np.testing.assert_array_equal(ours, theirs)
+    assert it.jit_report()["subgraphs"][0]["compiled"]
+
+
+def test_numpy_invokes_and_compiled_ones_share_the_state(stream):
+    data, it = stream
+    it.reset_all_variables()
+    detail = it.get_input_details()[0]
+    value = np.full((1, 2, 20), 50, I8)
+    it.set_tensor(detail["index"], value)
+    it.invoke()  # compiled
+    numpy_engine = numlite.Interpreter(model_content=data)
+    numpy_engine.allocate_tensors()
+    numpy_engine.set_tensor(detail["index"], value)
+    numpy_engine.invoke()
+    np.testing.assert_array_equal(it.variables.values[0], numpy_engine.variables.values[0])
+    # a NumPy invoke (a watched one) writes the same arrays, and the next compiled one reads them
+    it.check_cancelled = lambda: False
+    it.invoke()
+    it.check_cancelled = None
+    it.invoke()
+    numpy_engine.invoke()
+    numpy_engine.invoke()
+    np.testing.assert_array_equal(it.variables.values[0], numpy_engine.variables.values[0])
+    np.testing.assert_array_equal(it.get_tensor(it.get_output_details()[0]["index"]),
+                                  numpy_engine.get_tensor(numpy_engine.get_output_details()[0]["index"]))
+
+
+def mismatched_variable_model(initial_shape: tuple[int, ...]) -> bytes:
+    """Main: READ_VARIABLE ([2] float32) + x, assigned back; its CALL_ONCE initialiser assigns
+    a constant of ``initial_shape``."""
+    main, init = Graph(), Graph()
+    xs = main.add(x(np.ones(2, F32)), "x")
+    handle = main.add(out(I32, shape=()), "handle")
+    main.op("CALL_ONCE", [], [], {"init_subgraph_index": 1})
+    main.op("VAR_HANDLE", [], [handle], {"container": "", "shared_name": "acc"})
+    value = main.add(out(F32, shape=(2,)), "value")
+    main.op("READ_VARIABLE", [handle], [value])
+    total = main.add(out(F32, shape=(2,)), "total")
+    main.op("ADD", [value, xs], [total], {"fused_activation_function": 0})
+    main.op("ASSIGN_VARIABLE", [handle, total], [])
+    main.output(total)
+    h = init.add(out(I32, shape=()), "handle")
+    init.op("VAR_HANDLE", [], [h], {"container": "", "shared_name": "acc"})
+    init.op("ASSIGN_VARIABLE", [h, init.add(k(np.arange(int(np.prod(initial_shape)), dtype=F32).reshape(initial_shape)))], [])
+    return model(main, init)[0]
+
+
+def test_variable_of_another_shape_gives_the_numpy_error():
+    good = mismatched_variable_model((2,))
+    it = numlite.Interpreter(model_content=good, jit=True)
+    it.allocate_tensors()
+    assert it.jit_report()["subgraphs"][0]["compiled"], it.jit_report()
+    it.set_tensor(it.get_input_details()[0]["index"], np.array([1.0, 2.0], F32))
+    for expected in ([1.0, 3.0], [2.0, 5.0]):
+        it.invoke()
+        np.testing.assert_array_equal(it.get_tensor(it.get_output_details()[0]["index"]), np.array(expected, F32))
+    bad = mismatched_variable_model((3,))
+    messages = []
+    for jit in (False, True):
+        it = numlite.Interpreter(model_content=bad, jit=jit)
+        it.allocate_tensors()
+        it.set_tensor(it.get_input_details()[0]["index"], np.ones(2, F32))
+        with pytest.raises(InvokeError) as e:
+            it.invoke()
+        messages.append(str(e.value))
+    assert messages[0] == messages[1]
+    assert "variable has shape (3,), the model declares (2,)" in messages[0]
