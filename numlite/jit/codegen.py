@@ -465,24 +465,33 @@ class FunctionGen:
         for t in step.outputs:
             if t < 0:
                 raise NotCompiled(f"{where}: an omitted output is not compiled")
-            if rt.graph.tensors[t].is_variable:
-                raise NotCompiled(f"{where}: writing variable tensor {t} is not compiled")
-            slot = claimed.get(t) or self.gen.arenas.alloc(rt.dtypes[t], _size(rt.shapes[t]))
+            if rt.graph.tensors[t].is_variable:  # written in place, as the state ops write it
+                slot = self._variable_slot(t, where)
+            else:
+                slot = claimed.get(t) or self.gen.arenas.alloc(rt.dtypes[t], _size(rt.shapes[t]))
             self.home[t] = slot
             self.gen.slots.add(slot)
             outs.append(Operand(slot.name, tuple(rt.shapes[t]), rt.dtypes[t], None, slot))
         return outs
+
+    def _variable_slot(self, t: int, where: str) -> Slot:
+        """A variable tensor (state an op such as an LSTM keeps, or a FILL resets): read and
+        written in place in the interpreter's array, which reset_all_variables restores in place."""
+        rt = self.runtime
+        if rt.arrays[t] is None:
+            raise NotCompiled(f"{where}: variable tensor {t} has no array to work in")
+        slot = self.gen.arenas.const(rt.arrays[t], interpreters=True)
+        if not any(s == slot and shared for s, _, shared in self.gen.arenas.constants):
+            raise NotCompiled(f"{where}: variable tensor {t} cannot be read in place")
+        self.home[t] = slot
+        return slot
 
     def _read(self, t: int, where: str) -> Operand:
         rt = self.runtime
         slot = self.home.get(t)
         value = None
         if slot is None and rt.graph.tensors[t].is_variable and rt.arrays[t] is not None:
-            # a variable tensor (state an op such as an LSTM keeps): read in place in the
-            # interpreter's array, which reset_all_variables restores in place
-            slot = self.gen.arenas.const(rt.arrays[t], interpreters=True)
-            if not any(s == slot and shared for s, _, shared in self.gen.arenas.constants):
-                raise NotCompiled(f"{where}: variable tensor {t} cannot be read in place")
+            slot = self._variable_slot(t, where)
         elif slot is None:
             if not rt.known[t] or rt.arrays[t] is None:
                 raise NotCompiled(f"{where}: tensor {t} is read before it is computed")
