@@ -241,6 +241,8 @@ class Generator:
         self.inputs: list[tuple[int, Slot, tuple[int, ...]]] = []  # root inputs: tensor, slot, shape
         self.outputs: list[tuple[int, Slot, tuple[int, ...]]] = []
         self.ops = 0
+        self.threads = _threads(getattr(interpreter, "num_threads", None))  # for the loop kernels' prange
+        self.parallel = False  # an emitter called a parallel loop kernel: the engine sets the thread count
 
     def generate(self) -> str:
         """The module's source; raises NotCompiled naming what is not covered."""
@@ -368,6 +370,15 @@ class FunctionGen:
         self.gen.slots.add(slot)
         return slot.name
 
+    def address(self, value: np.ndarray) -> int:
+        """The ``ctl`` slot that holds the address of constant ``value``, for a loop kernel
+        that reads it itself (``carray(at(ctl[k], np.float32), n)`` inside the kernel): the
+        generated function gets no local view of it (each view line costs its compile time)."""
+        from numlite.jit.kernels.common import CTL_SIZE
+
+        slot = self.gen.arenas.const(value)
+        return CTL_SIZE + next(k for k, (s, _, _) in enumerate(self.gen.arenas.constants) if s == slot)
+
     def temp(self, shape: tuple[int, ...], dtype: Any) -> Operand:
         """A buffer of this call site (a WHILE's scratch state, its condition)."""
         slot = self.gen.arenas.alloc(dtype, _size(shape))
@@ -489,6 +500,15 @@ def _check_quantization(rt: "SubgraphRuntime", step: Any, where: str) -> None:
     if step.op_name in MOVES_ELEMENTS and params(data) is not None and params(data) == params(out):
         return
     raise NotCompiled(f"{where}: quantized operands are not compiled in this milestone")
+
+
+def _threads(num_threads: int | None) -> int:
+    """The thread count of the compiled loop kernels: the interpreter's ``num_threads``
+    (None or -1: every thread Numba has), at most Numba's ``NUMBA_NUM_THREADS``."""
+    import numba
+
+    most = int(numba.config.NUMBA_NUM_THREADS)
+    return most if num_threads is None or num_threads < 1 else min(int(num_threads), most)
 
 
 def _size(shape: Sequence[int]) -> int:

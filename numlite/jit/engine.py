@@ -80,6 +80,7 @@ class CompiledModel:
         self.inputs = gen.inputs
         self.outputs = gen.outputs
         self.traces = list(gen.traces)
+        self.threads = gen.threads if gen.parallel else 0  # the prange loops' thread count (0: none)
         subgraph = self.interpreter.subgraph
         self._watched = [(subgraph(i), g) for i, g in self.generations.items()]
 
@@ -168,7 +169,26 @@ class CompiledModel:
     def run(self) -> None:
         """One invoke (the inputs and outputs are the arena views: see :meth:`attach`; the
         compiled ``main`` clears the cancel flag and the error code)."""
-        if self.fn(self.A, self.ctl):
+        if self.threads:
+            self._run_threads()
+        elif self.fn(self.A, self.ctl):
+            raise self._error()
+
+    def _run_threads(self) -> None:
+        """An invoke of a model with parallel loop kernels, on the interpreter's ``num_threads``.
+        Numba's thread count belongs to the calling thread (``numba.set_num_threads``), so two
+        interpreters with different counts can run at once in two threads; the caller's count
+        is restored. (It is set here, not in the compiled ``main``: a function calling Numba's
+        thread-count functions cannot be cached.)"""
+        import numba
+
+        saved = numba.get_num_threads()
+        numba.set_num_threads(self.threads)
+        try:
+            failed = self.fn(self.A, self.ctl)
+        finally:
+            numba.set_num_threads(saved)
+        if failed:
             raise self._error()
 
     def _error(self) -> Exception:

@@ -1,0 +1,375 @@
+"""CONV_2D and DEPTHWISE_CONV_2D on float32 NHWC as register-blocked loop kernels.
+
+**CONV_2D** is an implicit GEMM in XNNPACK's manner. The filter ``[oc, kh, kw, in_c / groups]``
+is packed once, at generation, into blocks of 16 output channels, ``[groups, blocks, kh, kw,
+in_c / groups, 16]`` (zeros past the last channel), and the bias into the same blocks. The
+micro-kernel keeps a tile of 4 output pixels by one 16-channel block in 8 registers of eight
+lanes (:mod:`numlite.jit.kernels.simd`): for every filter tap and input channel it loads 16
+weights once, broadcasts each pixel's input value and adds the 8 products. The tile starts at
+the bias; the fused activation is applied when it is stored. The 4 pixels are any 4
+consecutive output pixels, across rows and images (each has its own input offset, as
+XNNPACK's indirection buffer gives it), so a 1x1 convolution is a plain GEMM over all pixels
+and a 7x7 output fills its tiles. The pixels left over (fewer than 4) take a 1-pixel tile.
+Where a filter tap can fall outside the input (SAME padding), the input is first copied into a
+zero-bordered working buffer, so the inner loop has no bounds test. With a dilation of 1 and
+no groups, a filter row's taps are contiguous in the input, so the inner loop runs along
+``kw * in_c`` values at once.
+
+**DEPTHWISE_CONV_2D** runs along channels: for each output pixel and each block of 8
+channels, the taps' products are added in one register (the filter is already ``[kh, kw,
+channels]``; the last block of a row masks its loads and stores). A depth multiplier above 1
+takes a scalar loop.
+
+Both sum in float32 with fused multiply-adds (``llvm.fmuladd``), as XNNPACK does: within
+4.5e-6 of LiteRT on the sweep of ``tests/test_jit_conv.py``. The order of the sum over the
+taps and channels is that of the packed filter, the same as LiteRT's reference kernel.
+
+A kernel is one function per op kind (``@loop_kernel``), called, not inlined: a node costs
+the model's compile one call line. Its sizes and options travel in one int64 constant and its
+packed weights, bias and activation range in one float32 constant, both read by the kernel
+through their addresses in ``ctl`` (``g.address``), with no local view in the generated
+function. With ``num_threads`` above 1 the parallel twin of each kernel runs: a ``prange``
+over blocks of output pixels (CONV_2D) or output rows (DEPTHWISE_CONV_2D, the pools).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import carray, njit, prange
+
+from numlite.jit.kernels import emits
+from numlite.jit.kernels.binary import activation_range
+from numlite.jit.kernels.common import at, require
+from numlite.jit.kernels.simd import clamp, fma, load, load_n, splat, store, store_n
+
+F32 = np.dtype(np.float32)
+BLOCK = 16  # output channels per register block of CONV_2D (two vectors of 8)
+TILE = 4  # output pixels per CONV_2D tile
+LANES = 8
+
+
+def loop_kernel(fn: Any) -> tuple[Any, Any]:
+    """A loop kernel in its two compiled forms, ``(serial, parallel)``: a function of its own,
+    called, compiled once per process (Numba caches it on disk, ``cache=True``), whatever the
+    number of nodes calling it. ``parallel`` turns its ``prange`` loops into threads.
+    ``error_model="numpy"``: no exception paths in the loops (divisors are checked at
+    generation), which would compile string formatting."""
+    options = dict(cache=True, nogil=True, error_model="numpy")
+    return njit(**options)(fn), njit(parallel=True, **options)(fn)
+
+
+def call(g: Any, kernels: tuple[Any, Any], x: Any, out: Any, src: Any, params: list[int], floats: np.ndarray) -> None:
+    """``kernel(x, out, src, ctl, p, f)``: ``p`` and ``f`` are the ``ctl`` slots of the node's
+    int64 parameters and float32 constants (``np.int64(...)``: an integer literal would make
+    Numba compile the kernel again for every value). The parallel form when the interpreter
+    runs more than one thread (``kernels`` may name the serial form twice)."""
+    parallel = g.gen.threads > 1 and kernels[1] is not kernels[0]
+    g.gen.parallel |= parallel
+    p = g.address(np.array(params, np.int64))
+    f = g.address(np.ascontiguousarray(floats, np.float32))
+    g.line(f"{g.kernel(kernels[parallel])}({x.name}, {out.name}, {src.name}, ctl, np.int64({p}), np.int64({f}))")
+
+
+# -- the padded input (shared by the convolutions) ------------------------------------------------
+
+
+@njit(nogil=True, error_model="numpy")
+def pad_into(x, src, n, h, w, c, hs, ws, top, left):
+    """``src`` (``[n, hs, ws, c]``) = zeros, with ``x`` (``[n, h, w, c]``) at ``(top, left)``
+    (the rows and columns of ``x`` past ``hs`` or ``ws`` are never read by a window)."""
+    for q in range(src.size):
+        src[q] = 0
+    rows, cols = min(h, hs - top), min(w, ws - left)
+    for b in range(n):
+        for iy in range(rows):
+            s = ((b * hs + iy + top) * ws + left) * c
+            d = (b * h + iy) * w * c
+            for q in range(cols * c):
+                src[s + q] = x[d + q]
+
+
+# -- CONV_2D --------------------------------------------------------------------------------------
+
+# The int64 parameters of a CONV_2D node (see emit_conv).
+N, H, W, C, HS, WS, OH, OW, OC, KH, KW, SH, SW, DH, DW, TOP, LEFT, GROUPS, CG, OG, BLOCKS, CHUNK, ACT, PADDED, FSIZE = range(25)
+
+
+@njit(inline="always")
+def _base(m, oh, ow, hs, ws, c, sh, sw, cin):
+    """The offset in the source of output pixel ``m``'s first tap (channel ``cin``)."""
+    b = m // (oh * ow)
+    r = m - b * oh * ow
+    oy = r // ow
+    ox = r - oy * ow
+    return ((b * hs + oy * sh) * ws + ox * sw) * c + cin
+
+
+def _conv(x, o, src, ctl, kp, kf):
+    p = carray(at(ctl[kp], np.int64), 25)
+    n, h, w, c, hs, ws = p[N], p[H], p[W], p[C], p[HS], p[WS]
+    oh, ow, oc, kh, kw, sh, sw = p[OH], p[OW], p[OC], p[KH], p[KW], p[SH], p[SW]
+    dh, dw, groups, cg, og, blocks, chunk, act = p[DH], p[DW], p[GROUPS], p[CG], p[OG], p[BLOCKS], p[CHUNK], p[ACT]
+    f = carray(at(ctl[kf], np.float32), p[FSIZE])
+    low, high = f[p[FSIZE] - 2], f[p[FSIZE] - 1]
+    if p[PADDED]:
+        pad_into(x, src, n, h, w, c, hs, ws, p[TOP], p[LEFT])
+    else:
+        src = x
+    merged = dw == 1 and cg == c  # a filter row's taps are contiguous in the source
+    run = kw * cg if merged else cg
+    columns = 1 if merged else kw
+    pixels = n * oh * ow
+    taps = kh * kw * cg * BLOCK  # packed weights per block
+    bias0 = groups * blocks * taps
+    for u in prange((pixels + chunk - 1) // chunk):
+        m0 = u * chunk
+        m1 = min(m0 + chunk, pixels)
+        for gb in range(groups * blocks):
+            gi = gb // blocks
+            ch = gi * og + (gb - gi * blocks) * BLOCK  # the block's first output channel
+            count = min(BLOCK, (gi + 1) * og - ch)
+            wb = gb * taps
+            bias = bias0 + gb * BLOCK
+            m = m0
+            while m + TILE <= m1:
+                s0 = _base(m, oh, ow, hs, ws, c, sh, sw, gi * cg)
+                s1 = _base(m + 1, oh, ow, hs, ws, c, sh, sw, gi * cg)
+                s2 = _base(m + 2, oh, ow, hs, ws, c, sh, sw, gi * cg)
+                s3 = _base(m + 3, oh, ow, hs, ws, c, sh, sw, gi * cg)
+                a00 = load(f, bias)
+                a01 = load(f, bias + LANES)
+                a10, a11, a20, a21, a30, a31 = a00, a01, a00, a01, a00, a01
+                wp = wb
+                for ky in range(kh):
+                    for kx in range(columns):
+                        t = (ky * dh * ws + kx * dw) * c
+                        for j in range(t, t + run):
+                            w0 = load(f, wp)
+                            w1 = load(f, wp + LANES)
+                            v = splat(src, s0 + j)
+                            a00 = fma(v, w0, a00)
+                            a01 = fma(v, w1, a01)
+                            v = splat(src, s1 + j)
+                            a10 = fma(v, w0, a10)
+                            a11 = fma(v, w1, a11)
+                            v = splat(src, s2 + j)
+                            a20 = fma(v, w0, a20)
+                            a21 = fma(v, w1, a21)
+                            v = splat(src, s3 + j)
+                            a30 = fma(v, w0, a30)
+                            a31 = fma(v, w1, a31)
+                            wp += BLOCK
+                q = m * oc + ch
+                _store(o, q, a00, a01, count, act, low, high)
+                _store(o, q + oc, a10, a11, count, act, low, high)
+                _store(o, q + 2 * oc, a20, a21, count, act, low, high)
+                _store(o, q + 3 * oc, a30, a31, count, act, low, high)
+                m += TILE
+            while m < m1:
+                s0 = _base(m, oh, ow, hs, ws, c, sh, sw, gi * cg)
+                a00 = load(f, bias)
+                a01 = load(f, bias + LANES)
+                wp = wb
+                for ky in range(kh):
+                    for kx in range(columns):
+                        t = (ky * dh * ws + kx * dw) * c
+                        for j in range(t, t + run):
+                            v = splat(src, s0 + j)
+                            a00 = fma(v, load(f, wp), a00)
+                            a01 = fma(v, load(f, wp + LANES), a01)
+                            wp += BLOCK
+                _store(o, m * oc + ch, a00, a01, count, act, low, high)
+                m += 1
+
+
+@njit(inline="always")
+def _store(o, q, a0, a1, count, act, low, high):
+    """The store step of a tile's row: ``count`` (1-16) channels at ``o[q]``, clamped to the
+    fused activation's range when ``act``. (An int8 kernel would requantize here.)"""
+    if act:
+        a0 = clamp(a0, low, high)
+        a1 = clamp(a1, low, high)
+    if count == BLOCK:
+        store(o, q, a0)
+        store(o, q + LANES, a1)
+    elif count > LANES:
+        store(o, q, a0)
+        store_n(o, q + LANES, a1, count - LANES)
+    else:
+        store_n(o, q, a0, count)
+
+
+CONV = loop_kernel(_conv)
+
+
+@njit(inline="always")
+def _load(a, i, count):
+    """A whole vector at ``a[i]``, or its first ``count`` lanes (the end of a row)."""
+    return load(a, i) if count == LANES else load_n(a, i, count)
+
+
+# -- DEPTHWISE_CONV_2D ----------------------------------------------------------------------------
+
+# Its int64 parameters: the first 17 as CONV_2D's, then:
+MULT = 17
+
+
+def _depthwise(x, o, src, ctl, kp, kf):
+    p = carray(at(ctl[kp], np.int64), 25)
+    n, h, w, c, hs, ws = p[N], p[H], p[W], p[C], p[HS], p[WS]
+    oh, ow, oc, kh, kw, sh, sw, dh, dw = p[OH], p[OW], p[OC], p[KH], p[KW], p[SH], p[SW], p[DH], p[DW]
+    m, act = p[MULT], p[ACT]
+    f = carray(at(ctl[kf], np.float32), p[FSIZE])
+    low, high = f[p[FSIZE] - 2], f[p[FSIZE] - 1]
+    bias = kh * kw * oc
+    if p[PADDED]:
+        pad_into(x, src, n, h, w, c, hs, ws, p[TOP], p[LEFT])
+    else:
+        src = x
+    for row in prange(n * oh):
+        b = row // oh
+        oy = row - b * oh
+        for ox in range(ow):
+            s = ((b * hs + oy * sh) * ws + ox * sw) * c
+            q = (row * ow + ox) * oc
+            if m == 1:
+                for ch in range(0, oc, LANES):
+                    count = min(LANES, oc - ch)
+                    acc = _load(f, bias + ch, count)
+                    for ky in range(kh):
+                        for kx in range(kw):
+                            t = s + (ky * dh * ws + kx * dw) * c + ch
+                            acc = fma(_load(src, t, count), _load(f, (ky * kw + kx) * oc + ch, count), acc)
+                    if act:
+                        acc = clamp(acc, low, high)
+                    if count == LANES:
+                        store(o, q + ch, acc)
+                    else:
+                        store_n(o, q + ch, acc, count)
+            else:  # output channel ci * m + j reads input channel ci
+                for k in range(oc):
+                    acc = f[bias + k]
+                    for ky in range(kh):
+                        for kx in range(kw):
+                            acc += src[s + (ky * dh * ws + kx * dw) * c + k // m] * f[(ky * kw + kx) * oc + k]
+                    if act:
+                        acc = low if acc < low else (high if acc > high else acc)
+                    o[q + k] = acc
+
+
+DEPTHWISE = loop_kernel(_depthwise)
+
+
+# -- the emitters ---------------------------------------------------------------------------------
+
+
+def geometry(node: Any, x: Any, kh: int, kw: int, dilated: bool = True) -> tuple:
+    """``(strides, dilations, (oh, ow), (top, left))`` from the node's options, as the NumPy
+    kernel computed them at prepare (it validated them: an invalid one never gets here)."""
+    from numlite.kernels.conv import output_window
+
+    opts = node.options
+    require(opts is not None, f"{node.op_name} without options is not compiled")
+    strides = (int(opts.stride_h), int(opts.stride_w))
+    dilations = (int(opts.dilation_h_factor), int(opts.dilation_w_factor)) if dilated else (1, 1)
+    (oh, ow), (top, _, left, _) = output_window(opts.padding, x.shape[1:3], (kh, kw), strides, dilations)
+    return strides, dilations, (oh, ow), (top, left)
+
+
+def clamp_range(node: Any, out: Any) -> tuple[int, list[float]]:
+    """``(act, [low, high])``: whether the node clamps, and to what (float32)."""
+    clamp_to = activation_range(node, out)
+    return int(clamp_to is not None), list(clamp_to or (0.0, 0.0))
+
+
+def source(g: Any, x: Any, geo: tuple, window: tuple[int, int]) -> tuple[Any, list[int]]:
+    """The input the kernel's windows read: ``x`` itself, or a zero-bordered working buffer
+    (a temporary of the arenas) when a window can reach outside ``x``; and the parameters
+    ``[n, h, w, c, hs, ws]`` plus ``padded, top, left``."""
+    n, h, w, c = x.shape
+    (sh, sw), (dh, dw), (oh, ow), (top, left) = geo
+    hs = (oh - 1) * sh + (window[0] - 1) * dh + 1  # the rows and columns the windows cover
+    ws = (ow - 1) * sw + (window[1] - 1) * dw + 1
+    padded = top > 0 or left > 0 or hs > h or ws > w
+    if not padded:
+        return x, [n, h, w, c, h, w], [0, 0, 0]
+    return g.temp((n, hs, ws, c), F32), [n, h, w, c, hs, ws], [1, top, left]
+
+
+def _operands(node: Any) -> tuple:
+    """``(x, filter, bias or None, out)``: float32, rank 4, constant filter and bias."""
+    x, f = node.ins[0], node.ins[1]
+    bias = node.ins[2] if len(node.ins) > 2 else None
+    out = node.outs[0]
+    require(all(t is None or t.dtype == F32 for t in (x, f, bias, out)),
+            f"{node.op_name} is compiled for float32 input, filter and bias only")
+    require(len(x.shape) == len(f.shape) == len(out.shape) == 4 and len(node.outs) == 1,
+            f"{node.op_name} of input {x.shape} and filter {f.shape} is not compiled")
+    require(f.value is not None and (bias is None or bias.value is not None),
+            f"{node.op_name} with a filter or bias computed at run time is not compiled")
+    return x, f, bias, out
+
+
+def _bias(bias: Any, channels: int) -> np.ndarray:
+    if bias is None:
+        return np.zeros(channels, np.float32)
+    require(bias.size == channels, f"bias of {bias.size} elements for {channels} channels is not compiled")
+    return np.asarray(bias.value, np.float32).reshape(-1)
+
+
+def chunk_size(pixels: int, threads: int) -> int:
+    """Output pixels per ``prange`` step: all of them on one thread; else about 4 steps per
+    thread, whole tiles."""
+    if threads <= 1:
+        return max(pixels, 1)
+    per = -(-pixels // (4 * threads))
+    return max(TILE, -(-per // TILE) * TILE)
+
+
+@emits("CONV_2D")
+def emit_conv(node: Any, g: Any) -> None:
+    x, f, bias, out = _operands(node)
+    n, h, w, c = x.shape
+    oc, kh, kw, cg = f.shape
+    require(cg > 0 and c % cg == 0 and oc % (c // cg) == 0, f"CONV_2D of {c} channels by filter {f.shape} is not compiled")
+    groups = c // cg
+    geo = geometry(node, x, kh, kw)
+    (sh, sw), (dh, dw), (oh, ow), _ = geo
+    require(out.shape == (n, oh, ow, oc), f"CONV_2D into {out.shape} is not compiled")
+    if out.size == 0:
+        return
+    og = oc // groups
+    blocks = -(-og // BLOCK)
+    packed = np.zeros((groups, blocks * BLOCK, kh, kw, cg), np.float32)
+    packed[:, :og] = np.asarray(f.value, np.float32).reshape(groups, og, kh, kw, cg)
+    packed = packed.reshape(groups, blocks, BLOCK, kh, kw, cg).transpose(0, 1, 3, 4, 5, 2)
+    biases = np.zeros((groups, blocks * BLOCK), np.float32)
+    biases[:, :og] = _bias(bias, oc).reshape(groups, og)
+    act, limits = clamp_range(node, out)
+    floats = np.concatenate([packed.reshape(-1), biases.reshape(-1), np.array(limits, np.float32)])
+    src, sizes, padding = source(g, x, geo, (kh, kw))
+    chunk = chunk_size(n * oh * ow, g.gen.threads)
+    params = [*sizes, oh, ow, oc, kh, kw, sh, sw, dh, dw, padding[1], padding[2], groups, cg, og, blocks, chunk, act, padding[0],
+              floats.size]  # fmt: skip
+    call(g, CONV, x, out, src, params, floats)
+
+
+@emits("DEPTHWISE_CONV_2D")
+def emit_depthwise(node: Any, g: Any) -> None:
+    x, f, bias, out = _operands(node)
+    n, h, w, c = x.shape
+    one, kh, kw, oc = f.shape
+    require(one == 1 and c > 0 and oc % c == 0, f"DEPTHWISE_CONV_2D of {c} channels by filter {f.shape} is not compiled")
+    geo = geometry(node, x, kh, kw)
+    (sh, sw), (dh, dw), (oh, ow), _ = geo
+    require(out.shape == (n, oh, ow, oc), f"DEPTHWISE_CONV_2D into {out.shape} is not compiled")
+    if out.size == 0:
+        return
+    act, limits = clamp_range(node, out)
+    floats = np.concatenate([np.asarray(f.value, np.float32).reshape(-1), _bias(bias, oc), np.array(limits, np.float32)])
+    src, sizes, padding = source(g, x, geo, (kh, kw))
+    params = [*sizes, oh, ow, oc, kh, kw, sh, sw, dh, dw, padding[1], padding[2], oc // c] + [0] * 4
+    params += [act, padding[0], floats.size]
+    call(g, DEPTHWISE, x, out, src, params, floats)
