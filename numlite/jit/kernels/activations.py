@@ -6,11 +6,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import carray, prange
 
 from numlite.jit.kernels import emits
-from numlite.jit.kernels.common import at, max_nan, require
-from numlite.jit.kernels.conv import call, loop_kernel
+from numlite.jit.kernels.common import max_nan, require
+from numlite.jit.kernels.conv import body, call
 from numlite.jit.kernels.unary import emit_unary
 
 F32 = (np.dtype(np.float32),)
@@ -33,14 +32,24 @@ def emit(node, g) -> None:
 # -- SOFTMAX (a loop kernel, see conv.py) ---------------------------------------------------------
 
 
-def _softmax(x, o, unused, ctl, kp, kf):
-    """Each row of ``depth`` values: shifted by its own maximum (large logits do not overflow,
-    as in LiteRT), ``exp((x - max) * beta)`` and its sum in double, each exponential stored as
-    float32, then divided by the sum (within an ulp or two of LiteRT's float32 arithmetic)."""
-    p = carray(at(ctl[kp], np.int64), 2)
-    rows, depth = p[0], p[1]
-    beta = float(carray(at(ctl[kf], np.float32), 1)[0])
-    for r in prange(rows):
+SOFTMAX = 3  # the loop kernel kind (numlite.jit.kernels.loops)
+
+
+@body
+def softmax_setup(x, o, src, f, p):
+    """The number of units (rows)."""
+    return p[0]
+
+
+@body
+def softmax_units(x, o, src, f, p, u0, u1):
+    """Rows ``[u0, u1)`` of ``depth`` values: shifted by their own maximum (large logits do
+    not overflow, as in LiteRT), ``exp((x - max) * beta)`` and its sum in double, each
+    exponential stored as float32, then divided by the sum (within an ulp or two of LiteRT's
+    float32 arithmetic)."""
+    depth = p[1]
+    beta = float(f[0])
+    for r in range(u0, u1):
         q0 = r * depth
         peak = x[q0]
         for q in range(q0 + 1, q0 + depth):
@@ -52,9 +61,6 @@ def _softmax(x, o, unused, ctl, kp, kf):
             total += e
         for q in range(q0, q0 + depth):
             o[q] = o[q] / total
-
-
-SOFTMAX = loop_kernel(_softmax)
 
 
 @emits("SOFTMAX")

@@ -37,57 +37,70 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from numba import carray, njit, prange
+from numba import njit
 
 from numlite.jit.kernels import emits
 from numlite.jit.kernels.binary import activation_range
-from numlite.jit.kernels.common import at, require
+from numlite.jit.kernels.common import require
 from numlite.jit.kernels.simd import clamp, fma, load, load_n, splat, store, store_n
 
 F32 = np.dtype(np.float32)
+KIND_CONV, KIND_DEPTHWISE = 0, 1  # loop kernel kinds (numlite.jit.kernels.loops)
 BLOCK = 16  # output channels per register block of CONV_2D (two vectors of 8)
 TILE = 4  # output pixels per CONV_2D tile
 LANES = 8
 
 
-def loop_kernel(fn: Any) -> tuple[Any, Any]:
-    """A loop kernel in its two compiled forms, ``(serial, parallel)``: a function of its own,
-    called, compiled once per process (Numba caches it on disk, ``cache=True``), whatever the
-    number of nodes calling it. ``parallel`` turns its ``prange`` loops into threads.
-    ``error_model="numpy"``: no exception paths in the loops (divisors are checked at
-    generation), which would compile string formatting."""
-    options = dict(cache=True, nogil=True, error_model="numpy")
-    return njit(**options)(fn), njit(parallel=True, **options)(fn)
+def body(fn: Any) -> Any:
+    """A part of a loop kernel (see :mod:`numlite.jit.kernels.loops`): compiled once, on its
+    own, cached on disk. ``error_model="numpy"``: no exception paths in the loops (divisors
+    are checked at generation), which would compile string formatting."""
+    return njit(cache=True, nogil=True, error_model="numpy")(fn)
 
 
-def call(g: Any, kernels: tuple[Any, Any], x: Any, out: Any, src: Any, params: list[int], floats: np.ndarray) -> None:
-    """``kernel(x, out, src, ctl, p, f)``: ``p`` and ``f`` are the ``ctl`` slots of the node's
-    int64 parameters and float32 constants (``np.int64(...)``: an integer literal would make
-    Numba compile the kernel again for every value). The parallel form when the interpreter
-    runs more than one thread (``kernels`` may name the serial form twice)."""
-    parallel = g.gen.threads > 1 and kernels[1] is not kernels[0]
+def call(g: Any, kind: int, x: Any, out: Any, src: Any, params: list[int], floats: np.ndarray) -> None:
+    """A node's call of the loop kernel of ``kind`` (:mod:`numlite.jit.kernels.loops`):
+    ``run(x, out, src, ctl, a, p, f, nf, kind)``, where ``a``, ``p`` and ``f`` are the ``ctl``
+    slots of the kernel's address, the node's int64 parameters and its float32 constants
+    (``nf`` of them). ``np.int64(...)``: an
+    integer literal would make Numba compile the kernel again for every value. The parallel
+    form when the interpreter runs more than one thread."""
+    from numlite.jit.kernels import loops
+
+    parallel = g.gen.threads > 1 and kind in loops.PARALLEL
     g.gen.parallel |= parallel
+    floats = np.ascontiguousarray(floats, np.float32)
+    ka = g.address(loops.entry(parallel))
     p = g.address(np.array(params, np.int64))
-    f = g.address(np.ascontiguousarray(floats, np.float32))
-    g.line(f"{g.kernel(kernels[parallel])}({x.name}, {out.name}, {src.name}, ctl, np.int64({p}), np.int64({f}))")
+    f = g.address(floats)
+    g.line(f"{g.kernel(loops.run)}({x.name}, {out.name}, {src.name}, ctl, np.int64({ka}), np.int64({p}), np.int64({f}), "
+           f"np.int64({floats.size}), np.int64({kind}))")
 
 
 # -- the padded input (shared by the convolutions) ------------------------------------------------
 
 
-@njit(nogil=True, error_model="numpy")
+@body
 def pad_into(x, src, n, h, w, c, hs, ws, top, left):
     """``src`` (``[n, hs, ws, c]``) = zeros, with ``x`` (``[n, h, w, c]``) at ``(top, left)``
-    (the rows and columns of ``x`` past ``hs`` or ``ws`` are never read by a window)."""
-    for q in range(src.size):
-        src[q] = 0
+    (the rows and columns of ``x`` past ``hs`` or ``ws`` are never read by a window). Only
+    the border is zeroed."""
     rows, cols = min(h, hs - top), min(w, ws - left)
     for b in range(n):
-        for iy in range(rows):
-            s = ((b * hs + iy + top) * ws + left) * c
+        for y in range(hs):
+            s = (b * hs + y) * ws * c
+            iy = y - top
+            if iy < 0 or iy >= rows:
+                for q in range(ws * c):
+                    src[s + q] = 0
+                continue
             d = (b * h + iy) * w * c
+            for q in range(left * c):
+                src[s + q] = 0
             for q in range(cols * c):
-                src[s + q] = x[d + q]
+                src[s + left * c + q] = x[d + q]
+            for q in range((left + cols) * c, ws * c):
+                src[s + q] = 0
 
 
 # -- CONV_2D --------------------------------------------------------------------------------------
@@ -106,24 +119,31 @@ def _base(m, oh, ow, hs, ws, c, sh, sw, cin):
     return ((b * hs + oy * sh) * ws + ox * sw) * c + cin
 
 
-def _conv(x, o, src, ctl, kp, kf):
-    p = carray(at(ctl[kp], np.int64), 25)
-    n, h, w, c, hs, ws = p[N], p[H], p[W], p[C], p[HS], p[WS]
+@body
+def conv_setup(x, o, src, f, p):
+    """Copy the input into its padded buffer when the node has one; the number of units (of
+    ``CHUNK`` output pixels)."""
+    if p[PADDED]:
+        pad_into(x, src, p[N], p[H], p[W], p[C], p[HS], p[WS], p[TOP], p[LEFT])
+    return (p[N] * p[OH] * p[OW] + p[CHUNK] - 1) // p[CHUNK]
+
+
+@body
+def conv_units(x, o, src, f, p, u0, u1):
+    """Output pixels ``[u0 * CHUNK, u1 * CHUNK)``, read from ``src`` (the padded input) or ``x``."""
+    n, c, hs, ws = p[N], p[C], p[HS], p[WS]
+    if not p[PADDED]:
+        src = x
     oh, ow, oc, kh, kw, sh, sw = p[OH], p[OW], p[OC], p[KH], p[KW], p[SH], p[SW]
     dh, dw, groups, cg, og, blocks, chunk, act = p[DH], p[DW], p[GROUPS], p[CG], p[OG], p[BLOCKS], p[CHUNK], p[ACT]
-    f = carray(at(ctl[kf], np.float32), p[FSIZE])
     low, high = f[p[FSIZE] - 2], f[p[FSIZE] - 1]
-    if p[PADDED]:
-        pad_into(x, src, n, h, w, c, hs, ws, p[TOP], p[LEFT])
-    else:
-        src = x
     merged = dw == 1 and cg == c  # a filter row's taps are contiguous in the source
     run = kw * cg if merged else cg
     columns = 1 if merged else kw
     pixels = n * oh * ow
     taps = kh * kw * cg * BLOCK  # packed weights per block
     bias0 = groups * blocks * taps
-    for u in prange((pixels + chunk - 1) // chunk):
+    for u in range(u0, u1):
         m0 = u * chunk
         m1 = min(m0 + chunk, pixels)
         for gb in range(groups * blocks):
@@ -201,65 +221,142 @@ def _store(o, q, a0, a1, count, act, low, high):
         store_n(o, q, a0, count)
 
 
-CONV = loop_kernel(_conv)
-
-
-@njit(inline="always")
-def _load(a, i, count):
-    """A whole vector at ``a[i]``, or its first ``count`` lanes (the end of a row)."""
-    return load(a, i) if count == LANES else load_n(a, i, count)
-
-
 # -- DEPTHWISE_CONV_2D ----------------------------------------------------------------------------
 
-# Its int64 parameters: the first 17 as CONV_2D's, then:
+# Its int64 parameters: the first 17 as CONV_2D's (no padded source: HS, WS are H, W), then:
 MULT = 17
 
 
-def _depthwise(x, o, src, ctl, kp, kf):
-    p = carray(at(ctl[kp], np.int64), 25)
-    n, h, w, c, hs, ws = p[N], p[H], p[W], p[C], p[HS], p[WS]
+@njit(inline="always")
+def _dw_tile(x, f, o, s, q, ch, c, kh, kw, step, row, col, bias, act, low, high, full):
+    """4 output pixels (input offsets ``s + k * step``) by 8 channels from ``ch``, all taps
+    inside the input: 4 independent sums (one chain of fused multiply-adds would wait on
+    each other's latency: 3x slower), each tap's weights loaded once. ``full``: 8 channels,
+    else the ``c - ch`` left (masked)."""
+    count = LANES if full else c - ch
+    a0 = load(f, bias + ch) if full else load_n(f, bias + ch, count)
+    a1, a2, a3 = a0, a0, a0
+    for ky in range(kh):
+        for kx in range(kw):
+            t = s + ky * row + kx * col + ch
+            wp = (ky * kw + kx) * c + ch
+            if full:
+                wv = load(f, wp)
+                a0 = fma(load(x, t), wv, a0)
+                a1 = fma(load(x, t + step), wv, a1)
+                a2 = fma(load(x, t + 2 * step), wv, a2)
+                a3 = fma(load(x, t + 3 * step), wv, a3)
+            else:
+                wv = load_n(f, wp, count)
+                a0 = fma(load_n(x, t, count), wv, a0)
+                a1 = fma(load_n(x, t + step, count), wv, a1)
+                a2 = fma(load_n(x, t + 2 * step, count), wv, a2)
+                a3 = fma(load_n(x, t + 3 * step, count), wv, a3)
+    if act:
+        a0, a1, a2, a3 = clamp(a0, low, high), clamp(a1, low, high), clamp(a2, low, high), clamp(a3, low, high)
+    if full:
+        store(o, q + ch, a0)
+        store(o, q + c + ch, a1)
+        store(o, q + 2 * c + ch, a2)
+        store(o, q + 3 * c + ch, a3)
+    else:
+        store_n(o, q + ch, a0, count)
+        store_n(o, q + c + ch, a1, count)
+        store_n(o, q + 2 * c + ch, a2, count)
+        store_n(o, q + 3 * c + ch, a3, count)
+
+
+@njit(inline="always")
+def _dw_pixel(x, f, o, b, iy0, ix0, q, c, h, w, kh, kw, dh, dw, bias, act, low, high):
+    """One output pixel whose window may reach outside the input (taps outside are skipped),
+    32 channels at a time: four independent sums (masked: a block past the row's end is
+    neither read nor written)."""
+    for ch in range(0, c, 4 * LANES):
+        n0 = min(LANES, c - ch)
+        n1 = min(LANES, max(c - ch - LANES, 0))
+        n2 = min(LANES, max(c - ch - 2 * LANES, 0))
+        n3 = min(LANES, max(c - ch - 3 * LANES, 0))
+        a0 = load_n(f, bias + ch, n0)
+        a1 = load_n(f, bias + ch + LANES, n1)
+        a2 = load_n(f, bias + ch + 2 * LANES, n2)
+        a3 = load_n(f, bias + ch + 3 * LANES, n3)
+        for ky in range(kh):
+            iy = iy0 + ky * dh
+            if iy < 0 or iy >= h:
+                continue
+            for kx in range(kw):
+                ix = ix0 + kx * dw
+                if ix < 0 or ix >= w:
+                    continue
+                t = ((b * h + iy) * w + ix) * c + ch
+                wp = (ky * kw + kx) * c + ch
+                a0 = fma(load_n(x, t, n0), load_n(f, wp, n0), a0)
+                a1 = fma(load_n(x, t + LANES, n1), load_n(f, wp + LANES, n1), a1)
+                a2 = fma(load_n(x, t + 2 * LANES, n2), load_n(f, wp + 2 * LANES, n2), a2)
+                a3 = fma(load_n(x, t + 3 * LANES, n3), load_n(f, wp + 3 * LANES, n3), a3)
+        if act:
+            a0, a1, a2, a3 = clamp(a0, low, high), clamp(a1, low, high), clamp(a2, low, high), clamp(a3, low, high)
+        store_n(o, q + ch, a0, n0)
+        store_n(o, q + ch + LANES, a1, n1)
+        store_n(o, q + ch + 2 * LANES, a2, n2)
+        store_n(o, q + ch + 3 * LANES, a3, n3)
+
+
+@body
+def depthwise_setup(x, o, src, f, p):
+    """The number of units (output rows)."""
+    return p[N] * p[OH]
+
+
+@body
+def depthwise_units(x, o, src, f, p, u0, u1):
+    """Output rows ``[u0, u1)``."""
+    n, h, w, c = p[N], p[H], p[W], p[C]
     oh, ow, oc, kh, kw, sh, sw, dh, dw = p[OH], p[OW], p[OC], p[KH], p[KW], p[SH], p[SW], p[DH], p[DW]
-    m, act = p[MULT], p[ACT]
-    f = carray(at(ctl[kf], np.float32), p[FSIZE])
+    top, left, m, act = p[TOP], p[LEFT], p[MULT], p[ACT]
     low, high = f[p[FSIZE] - 2], f[p[FSIZE] - 1]
     bias = kh * kw * oc
-    if p[PADDED]:
-        pad_into(x, src, n, h, w, c, hs, ws, p[TOP], p[LEFT])
-    else:
-        src = x
-    for row in prange(n * oh):
-        b = row // oh
-        oy = row - b * oh
-        for ox in range(ow):
-            s = ((b * hs + oy * sh) * ws + ox * sw) * c
-            q = (row * ow + ox) * oc
-            if m == 1:
-                for ch in range(0, oc, LANES):
-                    count = min(LANES, oc - ch)
-                    acc = _load(f, bias + ch, count)
-                    for ky in range(kh):
-                        for kx in range(kw):
-                            t = s + (ky * dh * ws + kx * dw) * c + ch
-                            acc = fma(_load(src, t, count), _load(f, (ky * kw + kx) * oc + ch, count), acc)
-                    if act:
-                        acc = clamp(acc, low, high)
-                    if count == LANES:
-                        store(o, q + ch, acc)
-                    else:
-                        store_n(o, q + ch, acc, count)
-            else:  # output channel ci * m + j reads input channel ci
+    # the output columns whose windows lie inside the input's columns
+    lo = min((left + sw - 1) // sw, ow)
+    hi = max(min(ow, (w - 1 - (kw - 1) * dw + left) // sw + 1), lo)
+    row, col, step = dh * w * c, dw * c, sw * c
+    for r in range(u0, u1):
+        b = r // oh
+        oy = r - b * oh
+        iy0 = oy * sh - top
+        q0 = r * ow * oc
+        if m != 1:  # output channel ci * m + j reads input channel ci: one scalar sum each
+            for ox in range(ow):
+                ix0 = ox * sw - left
                 for k in range(oc):
                     acc = f[bias + k]
                     for ky in range(kh):
+                        iy = iy0 + ky * dh
+                        if iy < 0 or iy >= h:
+                            continue
                         for kx in range(kw):
-                            acc += src[s + (ky * dh * ws + kx * dw) * c + k // m] * f[(ky * kw + kx) * oc + k]
+                            ix = ix0 + kx * dw
+                            if 0 <= ix < w:
+                                acc += x[((b * h + iy) * w + ix) * c + k // m] * f[(ky * kw + kx) * oc + k]
                     if act:
                         acc = low if acc < low else (high if acc > high else acc)
-                    o[q + k] = acc
-
-
-DEPTHWISE = loop_kernel(_depthwise)
+                    o[q0 + ox * oc + k] = acc
+            continue
+        inside = iy0 >= 0 and iy0 + (kh - 1) * dh < h
+        start, stop = (lo, hi) if inside else (ow, ow)
+        for ox in range(0, start):
+            _dw_pixel(x, f, o, b, iy0, ox * sw - left, q0 + ox * c, c, h, w, kh, kw, dh, dw, bias, act, low, high)
+        ox = start
+        while ox + 4 <= stop:
+            s = ((b * h + iy0) * w + ox * sw - left) * c
+            q = q0 + ox * c
+            for ch in range(0, c - LANES + 1, LANES):
+                _dw_tile(x, f, o, s, q, ch, c, kh, kw, step, row, col, bias, act, low, high, True)
+            if c % LANES:
+                _dw_tile(x, f, o, s, q, c - c % LANES, c, kh, kw, step, row, col, bias, act, low, high, False)
+            ox += 4
+        for ox in range(ox, ow):
+            _dw_pixel(x, f, o, b, iy0, ox * sw - left, q0 + ox * c, c, h, w, kh, kw, dh, dw, bias, act, low, high)
 
 
 # -- the emitters ---------------------------------------------------------------------------------
@@ -353,7 +450,7 @@ def emit_conv(node: Any, g: Any) -> None:
     chunk = chunk_size(n * oh * ow, g.gen.threads)
     params = [*sizes, oh, ow, oc, kh, kw, sh, sw, dh, dw, padding[1], padding[2], groups, cg, og, blocks, chunk, act, padding[0],
               floats.size]  # fmt: skip
-    call(g, CONV, x, out, src, params, floats)
+    call(g, KIND_CONV, x, out, src, params, floats)
 
 
 @emits("DEPTHWISE_CONV_2D")
@@ -369,7 +466,6 @@ def emit_depthwise(node: Any, g: Any) -> None:
         return
     act, limits = clamp_range(node, out)
     floats = np.concatenate([np.asarray(f.value, np.float32).reshape(-1), _bias(bias, oc), np.array(limits, np.float32)])
-    src, sizes, padding = source(g, x, geo, (kh, kw))
-    params = [*sizes, oh, ow, oc, kh, kw, sh, sw, dh, dw, padding[1], padding[2], oc // c] + [0] * 4
-    params += [act, padding[0], floats.size]
-    call(g, DEPTHWISE, x, out, src, params, floats)
+    top, left = geo[3]
+    params = [n, h, w, c, h, w, oh, ow, oc, kh, kw, sh, sw, dh, dw, top, left, oc // c, 0, 0, 0, 0, act, 0, floats.size]
+    call(g, KIND_DEPTHWISE, x, out, x, params, floats)

@@ -8,18 +8,21 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from numba import carray
 
 from numlite.jit.kernels import emits
-from numlite.jit.kernels.common import at, require
-from numlite.jit.kernels.conv import call, loop_kernel
+from numlite.jit.kernels.common import require
+from numlite.jit.kernels.conv import body, call
 
 F32 = np.dtype(np.float32)
 
 
-def _pad(x, o, unused, ctl, kp, kf):
-    p = carray(at(ctl[kp], np.int64), 12)  # the input's shape, the output's, the paddings before (rank 4)
-    value = carray(at(ctl[kf], np.float32), 1)[0]
+KIND = 4  # the loop kernel kind (numlite.jit.kernels.loops)
+
+
+@body
+def pad_setup(x, o, src, f, p):
+    """The whole PAD (one thread: a copy); no units."""
+    value = f[0]  # p: the input's shape, the output's, the paddings before (rank 4)
     d0, d1, d2, d3 = p[0], p[1], p[2], p[3]
     e1, e2, e3 = p[5], p[6], p[7]
     b0, b1, b2, b3 = p[8], p[9], p[10], p[11]
@@ -32,9 +35,7 @@ def _pad(x, o, unused, ctl, kp, kf):
                 t = (((i0 + b0) * e1 + i1 + b1) * e2 + i2 + b2) * e3 + b3
                 for i3 in range(d3):
                     o[t + i3] = x[s + i3]
-
-
-PAD = loop_kernel(_pad)
+    return 0
 
 
 @emits("PAD", "PADV2")
@@ -57,4 +58,4 @@ def emit_pad(node: Any, g: Any) -> None:
         return
     value = np.float32(np.asarray(constant.value).reshape(-1)[0]) if constant is not None else np.float32(0)
     big = (1,) * (4 - rank) + padded
-    call(g, (PAD[0], PAD[0]), x, out, x, [*shape, *big, *before], np.array([value], np.float32))
+    call(g, KIND, x, out, x, [*shape, *big, *before], np.array([value], np.float32))

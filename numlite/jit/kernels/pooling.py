@@ -7,31 +7,39 @@ Padding never takes part: each window is clipped to the input. The maximum propa
 number of in-bounds pixels, as LiteRT's kernels do. Each output pixel's channels are one
 contiguous row, so the inner loop runs along channels, 8 at a time
 (:mod:`numlite.jit.kernels.simd`; the last block of a row masks its loads and stores). With
-``num_threads`` above 1 the output rows are shared among the threads (``prange``)."""
+``num_threads`` above 1 the output rows are shared among the threads."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
-from numba import carray, prange
 
 from numlite.jit.kernels import emits
-from numlite.jit.kernels.common import at, require
-from numlite.jit.kernels.conv import LANES, call, clamp_range, geometry, loop_kernel
+from numlite.jit.kernels.common import require
+from numlite.jit.kernels.conv import LANES, body, call, clamp_range, geometry
 from numlite.jit.kernels.simd import add, clamp, div, fill, load, load_n, store, store_n, vmax
 
 F32 = np.dtype(np.float32)
 
 
-def _pool(x, o, unused, ctl, kp, kf):
-    p = carray(at(ctl[kp], np.int64), 15)
+KIND = 2  # the loop kernel kind (numlite.jit.kernels.loops)
+
+
+@body
+def pool_setup(x, o, src, f, p):
+    """The number of units (output rows)."""
+    return p[0] * p[4]
+
+
+@body
+def pool_units(x, o, src, f, p, u0, u1):
+    """Output rows ``[u0, u1)``."""
     n, h, w, c, oh, ow = p[0], p[1], p[2], p[3], p[4], p[5]
     fh, fw, sh, sw, top, left = p[6], p[7], p[8], p[9], p[10], p[11]
     average, act = p[12], p[13]
-    f = carray(at(ctl[kf], np.float32), 2)
     low, high = f[0], f[1]
-    for row in prange(n * oh):
+    for row in range(u0, u1):
         b = row // oh
         oy = row - b * oh
         y0 = max(oy * sh - top, 0)
@@ -59,9 +67,6 @@ def _pool(x, o, unused, ctl, kp, kf):
                     store_n(o, q + ch, acc, lanes)
 
 
-POOL = loop_kernel(_pool)
-
-
 @emits("MAX_POOL_2D", "AVERAGE_POOL_2D")
 def emit_pool(node: Any, g: Any) -> None:
     (x,), (out,) = node.ins, node.outs
@@ -77,4 +82,4 @@ def emit_pool(node: Any, g: Any) -> None:
         return
     act, limits = clamp_range(node, out)
     average = int(node.op_name == "AVERAGE_POOL_2D")
-    call(g, POOL, x, out, x, [n, h, w, c, oh, ow, fh, fw, sh, sw, top, left, average, act, 0], np.array(limits, np.float32))
+    call(g, KIND, x, out, x, [n, h, w, c, oh, ow, fh, fw, sh, sw, top, left, average, act, 0], np.array(limits, np.float32))
