@@ -23,7 +23,8 @@ from test_jit import Graphs, _assert_same, _matches_litert_and_numpy, rng_floats
 import numlite
 from numlite.model.ir import Options
 
-pytest.importorskip("numba")
+numba = pytest.importorskip("numba")
+from numlite.jit.kernels import conv  # noqa: E402  (imports Numba)
 
 SAME, VALID = 0, 1
 NONE, RELU, RELU_N1_TO_1, RELU6 = 0, 1, 2, 3
@@ -111,7 +112,9 @@ def convs(jit_cache):
     compiled = {}
     for threads in (1, 2):
         interpreter = numlite.Interpreter(model_content=model, jit=True, num_threads=threads)
-        interpreter.allocate_tensors()
+        with pytest.MonkeyPatch.context() as patch:  # every node parallel, however small
+            patch.setattr(conv, "PARALLEL_MIN_WORK", 0)
+            interpreter.allocate_tensors()
         compiled[threads] = interpreter
     return model, inputs, compiled
 
@@ -134,7 +137,7 @@ def test_two_threads_match_one_and_run_concurrently(convs):
     model, inputs, compiled = convs
     one, two = compiled[1], compiled[2]
     assert two.jit_report()["subgraphs"][0]["compiled"]
-    assert two._jit.engines[0].threads == min(2, __import__("numba").config.NUMBA_NUM_THREADS)
+    assert two._jit.engines[0].threads == min(2, numba.config.NUMBA_NUM_THREADS)
     assert one._jit.engines[0].threads == 0  # serial kernels: no thread count to set
     names = [d["name"] for d in one.get_output_details()]
     expected = run_interpreter(one, inputs)

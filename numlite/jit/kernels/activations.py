@@ -71,4 +71,4 @@ def emit_softmax(node, g) -> None:
         return
     depth = x.shape[-1]
     beta = np.float32(node.options.beta) if node.options is not None else np.float32(1.0)
-    call(g, SOFTMAX, x, out, x, [x.size // depth, depth], np.array([beta], np.float32))
+    call(g, SOFTMAX, x, out, x, [x.size // depth, depth], np.array([beta], np.float32), 4 * x.size)

@@ -58,16 +58,23 @@ def body(fn: Any) -> Any:
     return njit(cache=True, nogil=True, error_model="numpy")(fn)
 
 
-def call(g: Any, kind: int, x: Any, out: Any, src: Any, params: list[int], floats: np.ndarray) -> None:
+# A node parallelizes only with at least this many multiply-adds (or values read): a parallel
+# region costs each thread a wake-up and a barrier (microseconds on an idle machine, a time
+# slice on a loaded one), which a small pool or SOFTMAX does not repay.
+PARALLEL_MIN_WORK = 1 << 18
+
+
+def call(g: Any, kind: int, x: Any, out: Any, src: Any, params: list[int], floats: np.ndarray, work: int = 0) -> None:
     """A node's call of the loop kernel of ``kind`` (:mod:`numlite.jit.kernels.loops`):
     ``run(x, out, src, ctl, a, p, f, nf, kind)``, where ``a``, ``p`` and ``f`` are the ``ctl``
     slots of the kernel's address, the node's int64 parameters and its float32 constants
     (``nf`` of them). ``np.int64(...)``: an
     integer literal would make Numba compile the kernel again for every value. The parallel
-    form when the interpreter runs more than one thread."""
+    form when the interpreter runs more than one thread and the node's ``work`` is at least
+    :data:`PARALLEL_MIN_WORK`."""
     from numlite.jit.kernels import loops
 
-    parallel = g.gen.threads > 1 and kind in loops.PARALLEL
+    parallel = g.gen.threads > 1 and kind in loops.PARALLEL and work >= PARALLEL_MIN_WORK
     g.gen.parallel |= parallel
     floats = np.ascontiguousarray(floats, np.float32)
     ka = g.address(loops.entry(parallel))
@@ -450,7 +457,7 @@ def emit_conv(node: Any, g: Any) -> None:
     chunk = chunk_size(n * oh * ow, g.gen.threads)
     params = [*sizes, oh, ow, oc, kh, kw, sh, sw, dh, dw, padding[1], padding[2], groups, cg, og, blocks, chunk, act, padding[0],
               floats.size]  # fmt: skip
-    call(g, KIND_CONV, x, out, src, params, floats)
+    call(g, KIND_CONV, x, out, src, params, floats, out.size * kh * kw * cg)
 
 
 @emits("DEPTHWISE_CONV_2D")
@@ -468,4 +475,4 @@ def emit_depthwise(node: Any, g: Any) -> None:
     floats = np.concatenate([np.asarray(f.value, np.float32).reshape(-1), _bias(bias, oc), np.array(limits, np.float32)])
     top, left = geo[3]
     params = [n, h, w, c, h, w, oh, ow, oc, kh, kw, sh, sw, dh, dw, top, left, oc // c, 0, 0, 0, 0, act, 0, floats.size]
-    call(g, KIND_DEPTHWISE, x, out, x, params, floats)
+    call(g, KIND_DEPTHWISE, x, out, x, params, floats, out.size * kh * kw)

@@ -82,4 +82,5 @@ def emit_pool(node: Any, g: Any) -> None:
         return
     act, limits = clamp_range(node, out)
     average = int(node.op_name == "AVERAGE_POOL_2D")
-    call(g, KIND, x, out, x, [n, h, w, c, oh, ow, fh, fw, sh, sw, top, left, average, act, 0], np.array(limits, np.float32))
+    call(g, KIND, x, out, x, [n, h, w, c, oh, ow, fh, fw, sh, sw, top, left, average, act, 0], np.array(limits, np.float32),
+         out.size * fh * fw)
