@@ -19,18 +19,18 @@ result again, so every level of calls in between costs the bodies' optimization 
 
 from __future__ import annotations
 
+import os
 import types as pytypes
 from typing import Any
 
 import numpy as np
 from llvmlite import ir
-from numba import carray, cfunc, njit, prange, types
+from numba import carray, cfunc, prange, types
 from numba.extending import intrinsic
 
 from numlite.jit.kernels.activations import SOFTMAX, softmax_setup, softmax_units
 from numlite.jit.kernels.common import at, kernel
 from numlite.jit.kernels.conv import KIND_CONV, KIND_DEPTHWISE, conv_setup, conv_units, depthwise_setup, depthwise_units
-from numlite.jit.kernels.pad import KIND as PAD
 from numlite.jit.kernels.pad import pad_setup
 from numlite.jit.kernels.pooling import KIND as POOL
 from numlite.jit.kernels.pooling import pool_setup, pool_units
@@ -98,6 +98,14 @@ def entry(threads: bool) -> np.ndarray:
     generator makes it a constant of the model. The array lives as long as the process, as
     the compiled code does."""
     if threads not in _ADDRESSES:
+        # OpenMP workers (Numba's "omp" threading layer) spin after a parallel region by default,
+        # waiting for the next one. Between regions the interpreter's thread runs the model's
+        # serial parts, and where runnable threads outnumber cores the spinning worker takes its
+        # core: on the shared 2-core machine of docs/jit.md, smallcnn at num_threads=2 took 28 ms
+        # per invoke spinning, 0.27 ms passive. Set before the threading layer is loaded (at
+        # the first parallel kernel); an OMP_WAIT_POLICY of the user's own is kept.
+        if threads:
+            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         fn = parallel if threads else serial
         # Numba's disk cache checks only the time stamp of this file, not of the bodies it links
         # in: the bodies' sources are part of the cached function's name instead.
