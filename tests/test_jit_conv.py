@@ -11,14 +11,13 @@ kernels). A CNN made by the official converter runs end to end."""
 
 from __future__ import annotations
 
-import os
 import threading
 from typing import Any
 
 import numpy as np
 import pytest
 from helpers import run_interpreter
-from test_jit import Graphs, _assert_same, _matches_litert_and_numpy, rng_floats
+from test_jit import Graphs, _assert_same, _matches_litert_and_numpy, jit_cache, rng_floats  # noqa: F401  (a fixture)
 
 import numlite
 from numlite.model.ir import Options
@@ -92,18 +91,6 @@ def conv_model() -> tuple[bytes, list[np.ndarray]]:
     m.op("SOFTMAX", [logits], (3, 10), options=Options("SoftmaxOptions", beta=0.25))
     inputs = [rng_floats((n, h, w, c), 1), rng_floats((1, 5, 6, 19), 2), rng_floats((3, 10), 3, -40.0, 40.0)]
     return g.bytes(), inputs
-
-
-@pytest.fixture(scope="module")
-def jit_cache(tmp_path_factory):
-    folder = str(tmp_path_factory.mktemp("numlite-jit-conv-cache"))
-    before = os.environ.get("NUMLITE_CACHE_DIR")
-    os.environ["NUMLITE_CACHE_DIR"] = folder
-    yield folder
-    if before is None:
-        os.environ.pop("NUMLITE_CACHE_DIR", None)
-    else:
-        os.environ["NUMLITE_CACHE_DIR"] = before
 
 
 @pytest.fixture(scope="module")

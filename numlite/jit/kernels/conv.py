@@ -175,18 +175,10 @@ def conv_units(x, o, src, f, p, u0, u1):
                         for j in range(t, t + run):
                             w0 = load(f, wp)
                             w1 = load(f, wp + LANES)
-                            v = splat(src, s0 + j)
-                            a00 = fma(v, w0, a00)
-                            a01 = fma(v, w1, a01)
-                            v = splat(src, s1 + j)
-                            a10 = fma(v, w0, a10)
-                            a11 = fma(v, w1, a11)
-                            v = splat(src, s2 + j)
-                            a20 = fma(v, w0, a20)
-                            a21 = fma(v, w1, a21)
-                            v = splat(src, s3 + j)
-                            a30 = fma(v, w0, a30)
-                            a31 = fma(v, w1, a31)
+                            a00, a01 = _madd(src, s0 + j, w0, w1, a00, a01)
+                            a10, a11 = _madd(src, s1 + j, w0, w1, a10, a11)
+                            a20, a21 = _madd(src, s2 + j, w0, w1, a20, a21)
+                            a30, a31 = _madd(src, s3 + j, w0, w1, a30, a31)
                             wp += BLOCK
                 q = m * oc + ch
                 _store(o, q, a00, a01, count, act, low, high)
@@ -203,12 +195,17 @@ def conv_units(x, o, src, f, p, u0, u1):
                     for kx in range(columns):
                         t = (ky * dh * ws + kx * dw) * c
                         for j in range(t, t + run):
-                            v = splat(src, s0 + j)
-                            a00 = fma(v, load(f, wp), a00)
-                            a01 = fma(v, load(f, wp + LANES), a01)
+                            a00, a01 = _madd(src, s0 + j, load(f, wp), load(f, wp + LANES), a00, a01)
                             wp += BLOCK
                 _store(o, m * oc + ch, a00, a01, count, act, low, high)
                 m += 1
+
+
+@njit(inline="always")
+def _madd(src, i, w0, w1, a0, a1):
+    """One pixel's row of the tile: ``src[i]`` times the 16 weights ``w0, w1``, added."""
+    v = splat(src, i)
+    return fma(v, w0, a0), fma(v, w1, a1)
 
 
 @njit(inline="always")
