@@ -17,8 +17,8 @@ no groups, a filter row's taps are contiguous in the input, so the inner loop ru
 
 **DEPTHWISE_CONV_2D** runs along channels: for each output pixel and each block of 8
 channels, the taps' products are added in one register (the filter is already ``[kh, kw,
-channels]``; the last block of a row masks its loads and stores). A depth multiplier above 1
-takes a scalar loop.
+channels]``; the last block of a row masks its loads and stores). With a depth multiplier
+above 1, each input channel is first repeated into a working buffer.
 
 Both sum in float32 with fused multiply-adds (``llvm.fmuladd``), as XNNPACK does: within
 4.5e-6 of LiteRT on the sweep of ``tests/test_jit_conv.py``. The order of the sum over the
@@ -227,8 +227,10 @@ def _store(o, q, a0, a1, count, act, low, high):
 
 # -- DEPTHWISE_CONV_2D ----------------------------------------------------------------------------
 
-# Its int64 parameters: the first 17 as CONV_2D's (no padded source: HS, WS are H, W), then:
+# Its int64 parameters: the first 17 as CONV_2D's (no padded source: HS, WS are H, W; the
+# working buffer holds the input with each channel repeated by the multiplier, EXPANDED), then:
 MULT = 17
+EXPANDED = PADDED
 
 
 @njit(inline="always")
@@ -308,16 +310,28 @@ def _dw_pixel(x, f, o, b, iy0, ix0, q, c, h, w, kh, kw, dh, dw, bias, act, low, 
 
 @body
 def depthwise_setup(x, o, src, f, p):
-    """The number of units (output rows)."""
+    """With a depth multiplier ``m`` above 1, each input channel repeated ``m`` times into
+    ``src`` (output channel ``ci * m + j`` reads input channel ``ci``), so that the units
+    run along channels as for ``m == 1``; the number of units (output rows)."""
+    if p[EXPANDED]:
+        c, m = p[C], p[MULT]
+        for pixel in range(p[N] * p[H] * p[W]):
+            for ci in range(c):
+                v = x[pixel * c + ci]
+                for j in range(m):
+                    src[(pixel * c + ci) * m + j] = v
     return p[N] * p[OH]
 
 
 @body
 def depthwise_units(x, o, src, f, p, u0, u1):
     """Output rows ``[u0, u1)``."""
-    n, h, w, c = p[N], p[H], p[W], p[C]
+    n, h, w = p[N], p[H], p[W]
     oh, ow, oc, kh, kw, sh, sw, dh, dw = p[OH], p[OW], p[OC], p[KH], p[KW], p[SH], p[SW], p[DH], p[DW]
-    top, left, m, act = p[TOP], p[LEFT], p[MULT], p[ACT]
+    top, left, act = p[TOP], p[LEFT], p[ACT]
+    c = oc  # the input's channels, repeated by the multiplier in src (depthwise_setup)
+    if p[EXPANDED]:
+        x = src
     low, high = f[p[FSIZE] - 2], f[p[FSIZE] - 1]
     bias = kh * kw * oc
     # the output columns whose windows lie inside the input's columns
@@ -329,23 +343,6 @@ def depthwise_units(x, o, src, f, p, u0, u1):
         oy = r - b * oh
         iy0 = oy * sh - top
         q0 = r * ow * oc
-        if m != 1:  # output channel ci * m + j reads input channel ci: one scalar sum each
-            for ox in range(ow):
-                ix0 = ox * sw - left
-                for k in range(oc):
-                    acc = f[bias + k]
-                    for ky in range(kh):
-                        iy = iy0 + ky * dh
-                        if iy < 0 or iy >= h:
-                            continue
-                        for kx in range(kw):
-                            ix = ix0 + kx * dw
-                            if 0 <= ix < w:
-                                acc += x[((b * h + iy) * w + ix) * c + k // m] * f[(ky * kw + kx) * oc + k]
-                    if act:
-                        acc = low if acc < low else (high if acc > high else acc)
-                    o[q0 + ox * oc + k] = acc
-            continue
         inside = iy0 >= 0 and iy0 + (kh - 1) * dh < h
         start, stop = (lo, hi) if inside else (ow, ow)
         for ox in range(0, start):
@@ -471,5 +468,7 @@ def emit_depthwise(node: Any, g: Any) -> None:
     act, limits = clamp_range(node, out)
     floats = np.concatenate([np.asarray(f.value, np.float32).reshape(-1), _bias(bias, oc), np.array(limits, np.float32)])
     top, left = geo[3]
-    params = [n, h, w, c, h, w, oh, ow, oc, kh, kw, sh, sw, dh, dw, top, left, oc // c, 0, 0, 0, 0, act, 0, floats.size]
-    call(g, KIND_DEPTHWISE, x, out, x, params, floats, out.size * kh * kw)
+    expanded = oc > c
+    src = g.temp((n, h, w, oc), F32) if expanded else x
+    params = [n, h, w, c, h, w, oh, ow, oc, kh, kw, sh, sw, dh, dw, top, left, oc // c, 0, 0, 0, 0, act, int(expanded), floats.size]
+    call(g, KIND_DEPTHWISE, x, out, src, params, floats, out.size * kh * kw)
