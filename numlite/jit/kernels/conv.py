@@ -117,13 +117,18 @@ N, H, W, C, HS, WS, OH, OW, OC, KH, KW, SH, SW, DH, DW, TOP, LEFT, GROUPS, CG, O
 
 
 @njit(inline="always")
-def _base(m, oh, ow, hs, ws, c, sh, sw, cin):
-    """The offset in the source of output pixel ``m``'s first tap (channel ``cin``)."""
-    b = m // (oh * ow)
-    r = m - b * oh * ow
-    oy = r // ow
-    ox = r - oy * ow
-    return ((b * hs + oy * sh) * ws + ox * sw) * c + cin
+def _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin):
+    """The offset in the source of output pixel ``(b, oy, ox)``'s first tap (channel ``cin``),
+    and the next pixel's coordinates (no division: a tile's 4 pixels cost a few adds)."""
+    offset = ((b * hs + oy * sh) * ws + ox * sw) * c + cin
+    ox += 1
+    if ox == ow:
+        ox = 0
+        oy += 1
+        if oy == oh:
+            oy = 0
+            b += 1
+    return offset, b, oy, ox
 
 
 @body
@@ -160,11 +165,15 @@ def conv_units(x, o, src, f, p, u0, u1):
             wb = gb * taps
             bias = bias0 + gb * BLOCK
             m = m0
+            b = m0 // (oh * ow)
+            oy = (m0 - b * oh * ow) // ow
+            ox = m0 - (b * oh + oy) * ow
+            cin = gi * cg
             while m + TILE <= m1:
-                s0 = _base(m, oh, ow, hs, ws, c, sh, sw, gi * cg)
-                s1 = _base(m + 1, oh, ow, hs, ws, c, sh, sw, gi * cg)
-                s2 = _base(m + 2, oh, ow, hs, ws, c, sh, sw, gi * cg)
-                s3 = _base(m + 3, oh, ow, hs, ws, c, sh, sw, gi * cg)
+                s0, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
+                s1, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
+                s2, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
+                s3, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
                 a00 = load(f, bias)
                 a01 = load(f, bias + LANES)
                 a10, a11, a20, a21, a30, a31 = a00, a01, a00, a01, a00, a01
@@ -187,7 +196,7 @@ def conv_units(x, o, src, f, p, u0, u1):
                 _store(o, q + 3 * oc, a30, a31, count, act, low, high)
                 m += TILE
             while m < m1:
-                s0 = _base(m, oh, ow, hs, ws, c, sh, sw, gi * cg)
+                s0, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
                 a00 = load(f, bias)
                 a01 = load(f, bias + LANES)
                 wp = wb
