@@ -185,7 +185,11 @@ class CompiledModel:
         saved = numba.get_num_threads()
         numba.set_num_threads(self.threads)
         try:
-            failed = self.fn(self.A, self.ctl)
+            if _threadsafe_layer():
+                failed = self.fn(self.A, self.ctl)
+            else:
+                with _WORKQUEUE:
+                    failed = self.fn(self.A, self.ctl)
         finally:
             numba.set_num_threads(saved)
         if failed:
@@ -206,6 +210,24 @@ class CompiledModel:
             caller = self.interpreter.subgraph(caller_index)
             error = caller._invoke_error(caller.plan[node_index], error)
         return error
+
+
+# Numba's "workqueue" threading layer (where neither OpenMP nor TBB is found) aborts the process
+# when two threads run parallel code at once: parallel invokes take turns there.
+_WORKQUEUE = threading.Lock()
+_LAYER: list[str] = []
+
+
+def _threadsafe_layer() -> bool:
+    """Whether Numba's threading layer, once loaded, is one that two threads may use at once."""
+    if not _LAYER:
+        import numba
+
+        try:
+            _LAYER.append(numba.threading_layer())
+        except ValueError:  # not loaded before the first parallel kernel
+            return False
+    return _LAYER[0] != "workqueue"
 
 
 class JitManager:
