@@ -252,6 +252,8 @@ class Generator:
         # and the CALL_ONCE kernels whose initialisers must have run before a compiled invoke.
         self.variables: dict[int, tuple[Slot, np.ndarray]] = {}
         self.call_once: list[Any] = []
+        self.threads = _threads(getattr(interpreter, "num_threads", None))  # for the loop kernels' prange
+        self.parallel = False  # an emitter called a parallel loop kernel: the engine sets the thread count
 
     def generate(self) -> str:
         """The module's source; raises NotCompiled naming what is not covered."""
@@ -380,6 +382,15 @@ class FunctionGen:
         slot = self.gen.arenas.const(value)
         self.gen.slots.add(slot)
         return slot.name
+
+    def address(self, value: np.ndarray) -> int:
+        """The ``ctl`` slot that holds the address of constant ``value``, for a loop kernel
+        that reads it itself (``carray(at(ctl[k], np.float32), n)`` inside the kernel): the
+        generated function gets no local view of it (each view line costs its compile time)."""
+        from numlite.jit.kernels.common import CTL_SIZE
+
+        slot = self.gen.arenas.const(value)
+        return CTL_SIZE + next(k for k, (s, _, _) in enumerate(self.gen.arenas.constants) if s == slot)
 
     def temp(self, shape: tuple[int, ...], dtype: Any) -> Operand:
         """A buffer of this call site (a WHILE's scratch state, its condition)."""
@@ -520,6 +531,15 @@ def _quantized(rt: "SubgraphRuntime", step: Any) -> bool:
         return True
     data, out = step.inputs[0], step.outputs[0]
     return not (step.op_name in MOVES_ELEMENTS and params(data) is not None and params(data) == params(out))
+
+
+def _threads(num_threads: int | None) -> int:
+    """The thread count of the compiled loop kernels: the interpreter's ``num_threads``
+    (None or -1: every thread Numba has), at most Numba's ``NUMBA_NUM_THREADS``."""
+    import numba
+
+    most = int(numba.config.NUMBA_NUM_THREADS)
+    return most if num_threads is None or num_threads < 1 else min(int(num_threads), most)
 
 
 def _size(shape: Sequence[int]) -> int:

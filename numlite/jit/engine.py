@@ -88,6 +88,7 @@ class CompiledModel:
 
         # resource variables and CALL_ONCE: bound to the interpreter's store before invokes
         self.state = State(self.interpreter, gen.variables, gen.call_once) if gen.variables or gen.call_once else None
+        self.threads = gen.threads if gen.parallel else 0  # the prange loops' thread count (0: none)
         subgraph = self.interpreter.subgraph
         self._watched = [(subgraph(i), g) for i, g in self.generations.items()]
 
@@ -193,7 +194,30 @@ class CompiledModel:
             with interpreter._float_mode, interpreter._threads, np.errstate(all="ignore"):
                 interpreter.subgraph(self.root).invoke()
             return
-        if self.fn(self.A, self.ctl):
+        if self.threads:
+            self._run_threads()
+        elif self.fn(self.A, self.ctl):
+            raise self._error()
+
+    def _run_threads(self) -> None:
+        """An invoke of a model with parallel loop kernels, on the interpreter's ``num_threads``.
+        Numba's thread count belongs to the calling thread (``numba.set_num_threads``), so two
+        interpreters with different counts can run at once in two threads; the caller's count
+        is restored. (It is set here, not in the compiled ``main``: a function calling Numba's
+        thread-count functions cannot be cached.)"""
+        import numba
+
+        saved = numba.get_num_threads()
+        numba.set_num_threads(self.threads)
+        try:
+            if _threadsafe_layer():
+                failed = self.fn(self.A, self.ctl)
+            else:
+                with _WORKQUEUE:
+                    failed = self.fn(self.A, self.ctl)
+        finally:
+            numba.set_num_threads(saved)
+        if failed:
             raise self._error()
 
     def _error(self) -> Exception:
@@ -211,6 +235,24 @@ class CompiledModel:
             caller = self.interpreter.subgraph(caller_index)
             error = caller._invoke_error(caller.plan[node_index], error)
         return error
+
+
+# Numba's "workqueue" threading layer (where neither OpenMP nor TBB is found) aborts the process
+# when two threads run parallel code at once: parallel invokes take turns there.
+_WORKQUEUE = threading.Lock()
+_LAYER: list[str] = []
+
+
+def _threadsafe_layer() -> bool:
+    """Whether Numba's threading layer, once loaded, is one that two threads may use at once."""
+    if not _LAYER:
+        import numba
+
+        try:
+            _LAYER.append(numba.threading_layer())
+        except ValueError:  # not loaded before the first parallel kernel
+            return False
+    return _LAYER[0] != "workqueue"
 
 
 class JitManager:

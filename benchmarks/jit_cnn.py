@@ -1,0 +1,145 @@
+"""Time numlite's compiled engine (``Interpreter(jit=True)``, docs/jit.md) on float CNNs made
+by the official converter, against LiteRT and numlite's NumPy engine, at a thread count.
+
+    python benchmarks/jit_cnn.py [--models smallcnn,mobileblock,mobilenetv2] [--threads 1,2]
+                                 [--runs N] [--warmup N] [--seed N]
+
+The models: ``run.py``'s ``smallcnn`` (three 3x3 CONV_2D + RELU, two MAX_POOL_2D, a global
+average (MEAN), FULLY_CONNECTED, SOFTMAX on 32x32x3), ``mobileblock`` (a MobileNet-style
+stack: CONV_2D, DEPTHWISE_CONV_2D with RELU6, 1x1 CONV_2D, MAX_POOL_2D, a strided depthwise,
+AVERAGE_POOL_2D, FULLY_CONNECTED, SOFTMAX on 64x64x3) and ``run.py``'s ``mobilenetv2``
+(Keras' MobileNetV2 at 224x224x3). Each is converted once and cached under
+``benchmarks/.cache/`` (``run.py``'s cache). For each thread count, four interpreters run in
+this one process on the same input: LiteRT with its default XNNPACK delegate, LiteRT's builtin
+kernels (``BUILTIN_WITHOUT_DEFAULT_DELEGATES``), numlite's NumPy engine and numlite's compiled
+engine, each with ``num_threads`` set; warm-up, then alternating timed invokes, medians in
+microseconds.
+The table also gives the compiled engine's ``allocate_tensors()`` time (its compile, or its
+load from the cache, ``NUMLITE_CACHE_DIR``) and the largest difference of its outputs from
+LiteRT's. Nothing here asserts anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from typing import Any
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+import run as whole_models  # noqa: E402  (its model cache, builders and timing)
+
+import numlite  # noqa: E402
+
+
+def _mobileblock() -> Any:
+    import tensorflow as tf
+
+    layers = tf.keras.layers
+    return tf.keras.Sequential([
+        tf.keras.Input((64, 64, 3), batch_size=1),
+        layers.Conv2D(16, 3, strides=2, padding="same", activation="relu6"),
+        layers.DepthwiseConv2D(3, padding="same", activation="relu6"),
+        layers.Conv2D(32, 1, activation="relu6"),
+        layers.MaxPooling2D(),
+        layers.DepthwiseConv2D(3, strides=2, padding="same", depth_multiplier=2, activation="relu6"),
+        layers.Conv2D(64, 1, activation="relu6"),
+        layers.AveragePooling2D(4),
+        layers.Flatten(),
+        layers.Dense(10, activation="softmax"),
+    ])  # fmt: skip
+
+
+MODELS = {
+    "smallcnn": whole_models.SUITE["smallcnn"].path,
+    "mobileblock": whole_models._keras_official("mobileblock", lambda: _mobileblock, "jit_mobileblock"),
+    "mobilenetv2": whole_models.SUITE["mobilenetv2"].path,
+}
+
+
+def benchmark(name: str, path: str, runs: int, warmup: int, seed: int, threads: int = 1) -> dict[str, Any]:
+    from ai_edge_litert.interpreter import Interpreter as LiteRT
+    from ai_edge_litert.interpreter import OpResolverType
+
+    interpreters: dict[str, Any] = {
+        "litert": LiteRT(model_path=path, num_threads=threads),
+        "litert_builtin": LiteRT(model_path=path, num_threads=threads,
+                                 experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES),
+        "numpy": numlite.Interpreter(model_path=path, num_threads=threads),
+    }
+    row: dict[str, Any] = {"model": name, "threads": threads}
+    for it in interpreters.values():
+        it.allocate_tensors()
+    started = time.perf_counter()
+    jitted = numlite.Interpreter(model_path=path, num_threads=threads, jit=True)
+    jitted.allocate_tensors()
+    row["jit_allocate_s"] = time.perf_counter() - started
+    report = jitted.jit_report()["subgraphs"][0]
+    row["compiled"] = report["compiled"] or report.get("reason")
+    interpreters["jit"] = jitted
+    inputs = whole_models.seeded_inputs(jitted.get_input_details(), seed)
+    for it in interpreters.values():
+        for d, value in zip(it.get_input_details(), inputs):
+            it.set_tensor(d["index"], value)
+        for _ in range(warmup):
+            it.invoke()
+    times: dict[str, list[float]] = {who: [] for who in interpreters}
+    order = list(interpreters.items())
+    for r in range(runs):  # alternate who goes first: none always runs on another's warm caches
+        for who, it in order[r % len(order):] + order[: r % len(order)]:
+            times[who].append(whole_models._timed(it.invoke) * 1e3)
+    for who, values in times.items():
+        row[f"{who}_us"] = statistics.median(values)
+    expected = [interpreters["litert"].get_tensor(d["index"]) for d in interpreters["litert"].get_output_details()]
+    for who in ("numpy", "jit"):
+        got = [interpreters[who].get_tensor(d["index"]) for d in interpreters[who].get_output_details()]
+        row[f"{who}_max_abs_diff"] = max(float(np.max(np.abs(a - b))) for a, b in zip(got, expected))
+    return row
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| model | threads | LiteRT µs | LiteRT builtin µs | numlite NumPy µs | numlite jit µs | jit / LiteRT | jit / LiteRT builtin"
+        " | jit / NumPy | jit allocate s | jit max diff |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['model']} | {r['threads']} | {r['litert_us']:.0f} | {r['litert_builtin_us']:.0f} | {r['numpy_us']:.0f} | {r['jit_us']:.0f}"
+            f" | {r['jit_us'] / r['litert_us']:.2f}x | {r['jit_us'] / r['litert_builtin_us']:.2f}x | {r['jit_us'] / r['numpy_us']:.2f}x"
+            f" | {r['jit_allocate_s']:.2f} | {r['jit_max_abs_diff']:.1e} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--threads", default="1", help="comma-separated num_threads values (default 1)")
+    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--cache-dir", default=whole_models.DEFAULT_CACHE)
+    args = parser.parse_args(argv)
+    rows = []
+    for name in args.models.split(","):
+        for threads in (int(t) for t in args.threads.split(",")):
+            row = benchmark(name, MODELS[name](args.cache_dir), args.runs, args.warmup, args.seed, threads)
+            if row["compiled"] is not True:
+                print(f"{name}: not compiled: {row['compiled']}", file=sys.stderr)
+            rows.append(row)
+    print(markdown(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,483 @@
+"""CONV_2D and DEPTHWISE_CONV_2D on float32 NHWC as register-blocked loop kernels.
+
+**CONV_2D** is an implicit GEMM in XNNPACK's manner. The filter ``[oc, kh, kw, in_c / groups]``
+is packed once, at generation, into blocks of 16 output channels, ``[groups, blocks, kh, kw,
+in_c / groups, 16]`` (zeros past the last channel), and the bias into the same blocks. The
+micro-kernel keeps a tile of 4 output pixels by one 16-channel block in 8 registers of eight
+lanes (:mod:`numlite.jit.kernels.simd`): for every filter tap and input channel it loads 16
+weights once, broadcasts each pixel's input value and adds the 8 products. The tile starts at
+the bias; the fused activation is applied when it is stored. The 4 pixels are any 4
+consecutive output pixels, across rows and images (each has its own input offset, as
+XNNPACK's indirection buffer gives it), so a 1x1 convolution is a plain GEMM over all pixels
+and a 7x7 output fills its tiles. The pixels left over (fewer than 4) take a 1-pixel tile.
+Where a filter tap can fall outside the input (SAME padding), the input is first copied into a
+zero-bordered working buffer, so the inner loop has no bounds test. With a dilation of 1 and
+no groups, a filter row's taps are contiguous in the input, so the inner loop runs along
+``kw * in_c`` values at once.
+
+**DEPTHWISE_CONV_2D** runs along channels: for each output pixel and each block of 8
+channels, the taps' products are added in one register (the filter is already ``[kh, kw,
+channels]``; the last block of a row masks its loads and stores). With a depth multiplier
+above 1, each input channel is first repeated into a working buffer.
+
+Both sum in float32 with fused multiply-adds (``llvm.fmuladd``), as XNNPACK does: within
+4.5e-6 of LiteRT on the sweep of ``tests/test_jit_conv.py``. The order of the sum over the
+taps and channels is that of the packed filter, the same as LiteRT's reference kernel.
+
+A kernel is one function per op kind (``@loop_kernel``), called, not inlined: a node costs
+the model's compile one call line. Its sizes and options travel in one int64 constant and its
+packed weights, bias and activation range in one float32 constant, both read by the kernel
+through their addresses in ``ctl`` (``g.address``), with no local view in the generated
+function. With ``num_threads`` above 1 the parallel twin of each kernel runs: a ``prange``
+over blocks of output pixels (CONV_2D) or output rows (DEPTHWISE_CONV_2D, the pools).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+from numlite.jit.kernels import emits
+from numlite.jit.kernels.binary import activation_range
+from numlite.jit.kernels.common import require
+from numlite.jit.kernels.simd import clamp, fma, load, load_n, splat, store, store_n
+
+F32 = np.dtype(np.float32)
+KIND_CONV, KIND_DEPTHWISE = 0, 1  # loop kernel kinds (numlite.jit.kernels.loops)
+BLOCK = 16  # output channels per register block of CONV_2D (two vectors of 8)
+TILE = 4  # output pixels per CONV_2D tile
+LANES = 8
+
+
+def body(fn: Any) -> Any:
+    """A part of a loop kernel (see :mod:`numlite.jit.kernels.loops`): compiled once, on its
+    own, cached on disk. ``error_model="numpy"``: no exception paths in the loops (divisors
+    are checked at generation), which would compile string formatting."""
+    return njit(cache=True, nogil=True, error_model="numpy")(fn)
+
+
+# A node parallelizes only with at least this many multiply-adds (or values read): a parallel
+# region costs each thread a wake-up and a barrier (microseconds on an idle machine, a time
+# slice on a loaded one), which a small pool or SOFTMAX does not repay.
+PARALLEL_MIN_WORK = 1 << 18
+
+
+def call(g: Any, kind: int, x: Any, out: Any, src: Any, params: list[int], floats: np.ndarray, work: int = 0) -> None:
+    """A node's call of the loop kernel of ``kind`` (:mod:`numlite.jit.kernels.loops`):
+    ``run(x, out, src, ctl, a, p, f, nf, kind)``, where ``a``, ``p`` and ``f`` are the ``ctl``
+    slots of the kernel's address, the node's int64 parameters and its float32 constants
+    (``nf`` of them). ``np.int64(...)``: an
+    integer literal would make Numba compile the kernel again for every value. The parallel
+    form when the interpreter runs more than one thread and the node's ``work`` is at least
+    :data:`PARALLEL_MIN_WORK`."""
+    from numlite.jit.kernels import loops
+
+    parallel = g.gen.threads > 1 and kind in loops.PARALLEL and work >= PARALLEL_MIN_WORK
+    g.gen.parallel |= parallel
+    floats = np.ascontiguousarray(floats, np.float32)
+    ka = g.address(loops.entry(parallel))
+    p = g.address(np.array(params, np.int64))
+    f = g.address(floats)
+    g.line(f"{g.kernel(loops.run)}({x.name}, {out.name}, {src.name}, ctl, np.int64({ka}), np.int64({p}), np.int64({f}), "
+           f"np.int64({floats.size}), np.int64({kind}))")
+
+
+# -- the padded input (shared by the convolutions) ------------------------------------------------
+
+
+@body
+def pad_into(x, src, n, h, w, c, hs, ws, top, left):
+    """``src`` (``[n, hs, ws, c]``) = zeros, with ``x`` (``[n, h, w, c]``) at ``(top, left)``
+    (the rows and columns of ``x`` past ``hs`` or ``ws`` are never read by a window). Only
+    the border is zeroed."""
+    rows, cols = min(h, hs - top), min(w, ws - left)
+    for b in range(n):
+        for y in range(hs):
+            s = (b * hs + y) * ws * c
+            iy = y - top
+            if iy < 0 or iy >= rows:
+                for q in range(ws * c):
+                    src[s + q] = 0
+                continue
+            d = (b * h + iy) * w * c
+            for q in range(left * c):
+                src[s + q] = 0
+            for q in range(cols * c):
+                src[s + left * c + q] = x[d + q]
+            for q in range((left + cols) * c, ws * c):
+                src[s + q] = 0
+
+
+# -- CONV_2D --------------------------------------------------------------------------------------
+
+# The int64 parameters of a CONV_2D node (see emit_conv).
+N, H, W, C, HS, WS, OH, OW, OC, KH, KW, SH, SW, DH, DW, TOP, LEFT, GROUPS, CG, OG, BLOCKS, CHUNK, ACT, PADDED, FSIZE = range(25)
+
+
+@njit(inline="always")
+def _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin):
+    """The offset in the source of output pixel ``(b, oy, ox)``'s first tap (channel ``cin``),
+    and the next pixel's coordinates (no division: a tile's 4 pixels cost a few adds)."""
+    offset = ((b * hs + oy * sh) * ws + ox * sw) * c + cin
+    ox += 1
+    if ox == ow:
+        ox = 0
+        oy += 1
+        if oy == oh:
+            oy = 0
+            b += 1
+    return offset, b, oy, ox
+
+
+@body
+def conv_setup(x, o, src, f, p):
+    """Copy the input into its padded buffer when the node has one; the number of units (of
+    ``CHUNK`` output pixels)."""
+    if p[PADDED]:
+        pad_into(x, src, p[N], p[H], p[W], p[C], p[HS], p[WS], p[TOP], p[LEFT])
+    return (p[N] * p[OH] * p[OW] + p[CHUNK] - 1) // p[CHUNK]
+
+
+@body
+def conv_units(x, o, src, f, p, u0, u1):
+    """Output pixels ``[u0 * CHUNK, u1 * CHUNK)``, read from ``src`` (the padded input) or ``x``."""
+    n, c, hs, ws = p[N], p[C], p[HS], p[WS]
+    if not p[PADDED]:
+        src = x
+    oh, ow, oc, kh, kw, sh, sw = p[OH], p[OW], p[OC], p[KH], p[KW], p[SH], p[SW]
+    dh, dw, groups, cg, og, blocks, chunk, act = p[DH], p[DW], p[GROUPS], p[CG], p[OG], p[BLOCKS], p[CHUNK], p[ACT]
+    low, high = f[p[FSIZE] - 2], f[p[FSIZE] - 1]
+    merged = dw == 1 and cg == c  # a filter row's taps are contiguous in the source
+    run = kw * cg if merged else cg
+    columns = 1 if merged else kw
+    pixels = n * oh * ow
+    taps = kh * kw * cg * BLOCK  # packed weights per block
+    bias0 = groups * blocks * taps
+    for u in range(u0, u1):
+        m0 = u * chunk
+        m1 = min(m0 + chunk, pixels)
+        for gb in range(groups * blocks):
+            gi = gb // blocks
+            ch = gi * og + (gb - gi * blocks) * BLOCK  # the block's first output channel
+            count = min(BLOCK, (gi + 1) * og - ch)
+            wb = gb * taps
+            bias = bias0 + gb * BLOCK
+            m = m0
+            b = m0 // (oh * ow)
+            oy = (m0 - b * oh * ow) // ow
+            ox = m0 - (b * oh + oy) * ow
+            cin = gi * cg
+            while m + TILE <= m1:
+                s0, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
+                s1, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
+                s2, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
+                s3, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
+                a00 = load(f, bias)
+                a01 = load(f, bias + LANES)
+                a10, a11, a20, a21, a30, a31 = a00, a01, a00, a01, a00, a01
+                wp = wb
+                for ky in range(kh):
+                    for kx in range(columns):
+                        t = (ky * dh * ws + kx * dw) * c
+                        for j in range(t, t + run):
+                            w0 = load(f, wp)
+                            w1 = load(f, wp + LANES)
+                            a00, a01 = _madd(src, s0 + j, w0, w1, a00, a01)
+                            a10, a11 = _madd(src, s1 + j, w0, w1, a10, a11)
+                            a20, a21 = _madd(src, s2 + j, w0, w1, a20, a21)
+                            a30, a31 = _madd(src, s3 + j, w0, w1, a30, a31)
+                            wp += BLOCK
+                q = m * oc + ch
+                _store(o, q, a00, a01, count, act, low, high)
+                _store(o, q + oc, a10, a11, count, act, low, high)
+                _store(o, q + 2 * oc, a20, a21, count, act, low, high)
+                _store(o, q + 3 * oc, a30, a31, count, act, low, high)
+                m += TILE
+            while m < m1:
+                s0, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
+                a00 = load(f, bias)
+                a01 = load(f, bias + LANES)
+                wp = wb
+                for ky in range(kh):
+                    for kx in range(columns):
+                        t = (ky * dh * ws + kx * dw) * c
+                        for j in range(t, t + run):
+                            a00, a01 = _madd(src, s0 + j, load(f, wp), load(f, wp + LANES), a00, a01)
+                            wp += BLOCK
+                _store(o, m * oc + ch, a00, a01, count, act, low, high)
+                m += 1
+
+
+@njit(inline="always")
+def _madd(src, i, w0, w1, a0, a1):
+    """One pixel's row of the tile: ``src[i]`` times the 16 weights ``w0, w1``, added."""
+    v = splat(src, i)
+    return fma(v, w0, a0), fma(v, w1, a1)
+
+
+@njit(inline="always")
+def _store(o, q, a0, a1, count, act, low, high):
+    """The store step of a tile's row: ``count`` (1-16) channels at ``o[q]``, clamped to the
+    fused activation's range when ``act``. (An int8 kernel would requantize here.)"""
+    if act:
+        a0 = clamp(a0, low, high)
+        a1 = clamp(a1, low, high)
+    if count == BLOCK:
+        store(o, q, a0)
+        store(o, q + LANES, a1)
+    elif count > LANES:
+        store(o, q, a0)
+        store_n(o, q + LANES, a1, count - LANES)
+    else:
+        store_n(o, q, a0, count)
+
+
+# -- DEPTHWISE_CONV_2D ----------------------------------------------------------------------------
+
+# Its int64 parameters: the first 17 as CONV_2D's (no padded source: HS, WS are H, W; the
+# working buffer holds the input with each channel repeated by the multiplier, EXPANDED), then:
+MULT = 17
+EXPANDED = PADDED
+
+
+@njit(inline="always")
+def _dw_tile(x, f, o, s, q, ch, c, kh, kw, step, row, col, bias, act, low, high, full):
+    """4 output pixels (input offsets ``s + k * step``) by 8 channels from ``ch``, all taps
+    inside the input: 4 independent sums (one chain of fused multiply-adds would wait on
+    each other's latency: 3x slower), each tap's weights loaded once. ``full``: 8 channels,
+    else the ``c - ch`` left (masked)."""
+    count = LANES if full else c - ch
+    a0 = load(f, bias + ch) if full else load_n(f, bias + ch, count)
+    a1, a2, a3 = a0, a0, a0
+    for ky in range(kh):
+        for kx in range(kw):
+            t = s + ky * row + kx * col + ch
+            wp = (ky * kw + kx) * c + ch
+            if full:
+                wv = load(f, wp)
+                a0 = fma(load(x, t), wv, a0)
+                a1 = fma(load(x, t + step), wv, a1)
+                a2 = fma(load(x, t + 2 * step), wv, a2)
+                a3 = fma(load(x, t + 3 * step), wv, a3)
+            else:
+                wv = load_n(f, wp, count)
+                a0 = fma(load_n(x, t, count), wv, a0)
+                a1 = fma(load_n(x, t + step, count), wv, a1)
+                a2 = fma(load_n(x, t + 2 * step, count), wv, a2)
+                a3 = fma(load_n(x, t + 3 * step, count), wv, a3)
+    if act:
+        a0, a1, a2, a3 = clamp(a0, low, high), clamp(a1, low, high), clamp(a2, low, high), clamp(a3, low, high)
+    if full:
+        store(o, q + ch, a0)
+        store(o, q + c + ch, a1)
+        store(o, q + 2 * c + ch, a2)
+        store(o, q + 3 * c + ch, a3)
+    else:
+        store_n(o, q + ch, a0, count)
+        store_n(o, q + c + ch, a1, count)
+        store_n(o, q + 2 * c + ch, a2, count)
+        store_n(o, q + 3 * c + ch, a3, count)
+
+
+@njit(inline="always")
+def _dw_pixel(x, f, o, b, iy0, ix0, q, c, h, w, kh, kw, dh, dw, bias, act, low, high):
+    """One output pixel whose window may reach outside the input (taps outside are skipped),
+    32 channels at a time: four independent sums (masked: a block past the row's end is
+    neither read nor written)."""
+    for ch in range(0, c, 4 * LANES):
+        n0 = min(LANES, c - ch)
+        n1 = min(LANES, max(c - ch - LANES, 0))
+        n2 = min(LANES, max(c - ch - 2 * LANES, 0))
+        n3 = min(LANES, max(c - ch - 3 * LANES, 0))
+        a0 = load_n(f, bias + ch, n0)
+        a1 = load_n(f, bias + ch + LANES, n1)
+        a2 = load_n(f, bias + ch + 2 * LANES, n2)
+        a3 = load_n(f, bias + ch + 3 * LANES, n3)
+        for ky in range(kh):
+            iy = iy0 + ky * dh
+            if iy < 0 or iy >= h:
+                continue
+            for kx in range(kw):
+                ix = ix0 + kx * dw
+                if ix < 0 or ix >= w:
+                    continue
+                t = ((b * h + iy) * w + ix) * c + ch
+                wp = (ky * kw + kx) * c + ch
+                a0 = fma(load_n(x, t, n0), load_n(f, wp, n0), a0)
+                a1 = fma(load_n(x, t + LANES, n1), load_n(f, wp + LANES, n1), a1)
+                a2 = fma(load_n(x, t + 2 * LANES, n2), load_n(f, wp + 2 * LANES, n2), a2)
+                a3 = fma(load_n(x, t + 3 * LANES, n3), load_n(f, wp + 3 * LANES, n3), a3)
+        if act:
+            a0, a1, a2, a3 = clamp(a0, low, high), clamp(a1, low, high), clamp(a2, low, high), clamp(a3, low, high)
+        store_n(o, q + ch, a0, n0)
+        store_n(o, q + ch + LANES, a1, n1)
+        store_n(o, q + ch + 2 * LANES, a2, n2)
+        store_n(o, q + ch + 3 * LANES, a3, n3)
+
+
+@body
+def depthwise_setup(x, o, src, f, p):
+    """With a depth multiplier ``m`` above 1, each input channel repeated ``m`` times into
+    ``src`` (output channel ``ci * m + j`` reads input channel ``ci``), so that the units
+    run along channels as for ``m == 1``; the number of units (output rows)."""
+    if p[EXPANDED]:
+        c, m = p[C], p[MULT]
+        for pixel in range(p[N] * p[H] * p[W]):
+            for ci in range(c):
+                v = x[pixel * c + ci]
+                for j in range(m):
+                    src[(pixel * c + ci) * m + j] = v
+    return p[N] * p[OH]
+
+
+@body
+def depthwise_units(x, o, src, f, p, u0, u1):
+    """Output rows ``[u0, u1)``."""
+    n, h, w = p[N], p[H], p[W]
+    oh, ow, oc, kh, kw, sh, sw, dh, dw = p[OH], p[OW], p[OC], p[KH], p[KW], p[SH], p[SW], p[DH], p[DW]
+    top, left, act = p[TOP], p[LEFT], p[ACT]
+    c = oc  # the input's channels, repeated by the multiplier in src (depthwise_setup)
+    if p[EXPANDED]:
+        x = src
+    low, high = f[p[FSIZE] - 2], f[p[FSIZE] - 1]
+    bias = kh * kw * oc
+    # the output columns whose windows lie inside the input's columns
+    lo = min((left + sw - 1) // sw, ow)
+    hi = max(min(ow, (w - 1 - (kw - 1) * dw + left) // sw + 1), lo)
+    row, col, step = dh * w * c, dw * c, sw * c
+    for r in range(u0, u1):
+        b = r // oh
+        oy = r - b * oh
+        iy0 = oy * sh - top
+        q0 = r * ow * oc
+        inside = iy0 >= 0 and iy0 + (kh - 1) * dh < h
+        start, stop = (lo, hi) if inside else (ow, ow)
+        for ox in range(0, start):
+            _dw_pixel(x, f, o, b, iy0, ox * sw - left, q0 + ox * c, c, h, w, kh, kw, dh, dw, bias, act, low, high)
+        ox = start
+        while ox + 4 <= stop:
+            s = ((b * h + iy0) * w + ox * sw - left) * c
+            q = q0 + ox * c
+            for ch in range(0, c - LANES + 1, LANES):
+                _dw_tile(x, f, o, s, q, ch, c, kh, kw, step, row, col, bias, act, low, high, True)
+            if c % LANES:
+                _dw_tile(x, f, o, s, q, c - c % LANES, c, kh, kw, step, row, col, bias, act, low, high, False)
+            ox += 4
+        for ox in range(ox, ow):
+            _dw_pixel(x, f, o, b, iy0, ox * sw - left, q0 + ox * c, c, h, w, kh, kw, dh, dw, bias, act, low, high)
+
+
+# -- the emitters ---------------------------------------------------------------------------------
+
+
+def geometry(node: Any, x: Any, kh: int, kw: int, dilated: bool = True) -> tuple:
+    """``(strides, dilations, (oh, ow), (top, left))`` from the node's options, as the NumPy
+    kernel computed them at prepare (it validated them: an invalid one never gets here)."""
+    from numlite.kernels.conv import output_window
+
+    opts = node.options
+    require(opts is not None, f"{node.op_name} without options is not compiled")
+    strides = (int(opts.stride_h), int(opts.stride_w))
+    dilations = (int(opts.dilation_h_factor), int(opts.dilation_w_factor)) if dilated else (1, 1)
+    (oh, ow), (top, _, left, _) = output_window(opts.padding, x.shape[1:3], (kh, kw), strides, dilations)
+    return strides, dilations, (oh, ow), (top, left)
+
+
+def clamp_range(node: Any, out: Any) -> tuple[int, list[float]]:
+    """``(act, [low, high])``: whether the node clamps, and to what (float32)."""
+    clamp_to = activation_range(node, out)
+    return int(clamp_to is not None), list(clamp_to or (0.0, 0.0))
+
+
+def source(g: Any, x: Any, geo: tuple, window: tuple[int, int]) -> tuple[Any, list[int]]:
+    """The input the kernel's windows read: ``x`` itself, or a zero-bordered working buffer
+    (a temporary of the arenas) when a window can reach outside ``x``; and the parameters
+    ``[n, h, w, c, hs, ws]`` plus ``padded, top, left``."""
+    n, h, w, c = x.shape
+    (sh, sw), (dh, dw), (oh, ow), (top, left) = geo
+    hs = (oh - 1) * sh + (window[0] - 1) * dh + 1  # the rows and columns the windows cover
+    ws = (ow - 1) * sw + (window[1] - 1) * dw + 1
+    padded = top > 0 or left > 0 or hs > h or ws > w
+    if not padded:
+        return x, [n, h, w, c, h, w], [0, 0, 0]
+    return g.temp((n, hs, ws, c), F32), [n, h, w, c, hs, ws], [1, top, left]
+
+
+def _operands(node: Any) -> tuple:
+    """``(x, filter, bias or None, out)``: float32, rank 4, constant filter and bias."""
+    x, f = node.ins[0], node.ins[1]
+    bias = node.ins[2] if len(node.ins) > 2 else None
+    out = node.outs[0]
+    require(all(t is None or t.dtype == F32 for t in (x, f, bias, out)),
+            f"{node.op_name} is compiled for float32 input, filter and bias only")
+    require(len(x.shape) == len(f.shape) == len(out.shape) == 4 and len(node.outs) == 1,
+            f"{node.op_name} of input {x.shape} and filter {f.shape} is not compiled")
+    require(f.value is not None and (bias is None or bias.value is not None),
+            f"{node.op_name} with a filter or bias computed at run time is not compiled")
+    return x, f, bias, out
+
+
+def _bias(bias: Any, channels: int) -> np.ndarray:
+    if bias is None:
+        return np.zeros(channels, np.float32)
+    require(bias.size == channels, f"bias of {bias.size} elements for {channels} channels is not compiled")
+    return np.asarray(bias.value, np.float32).reshape(-1)
+
+
+def chunk_size(pixels: int, threads: int) -> int:
+    """Output pixels per ``prange`` step: all of them on one thread; else about 4 steps per
+    thread, whole tiles."""
+    if threads <= 1:
+        return max(pixels, 1)
+    per = -(-pixels // (4 * threads))
+    return max(TILE, -(-per // TILE) * TILE)
+
+
+@emits("CONV_2D")
+def emit_conv(node: Any, g: Any) -> None:
+    x, f, bias, out = _operands(node)
+    n, h, w, c = x.shape
+    oc, kh, kw, cg = f.shape
+    require(cg > 0 and c % cg == 0 and oc % (c // cg) == 0, f"CONV_2D of {c} channels by filter {f.shape} is not compiled")
+    groups = c // cg
+    geo = geometry(node, x, kh, kw)
+    (sh, sw), (dh, dw), (oh, ow), _ = geo
+    require(out.shape == (n, oh, ow, oc), f"CONV_2D into {out.shape} is not compiled")
+    if out.size == 0:
+        return
+    og = oc // groups
+    blocks = -(-og // BLOCK)
+    packed = np.zeros((groups, blocks * BLOCK, kh, kw, cg), np.float32)
+    packed[:, :og] = np.asarray(f.value, np.float32).reshape(groups, og, kh, kw, cg)
+    packed = packed.reshape(groups, blocks, BLOCK, kh, kw, cg).transpose(0, 1, 3, 4, 5, 2)
+    biases = np.zeros((groups, blocks * BLOCK), np.float32)
+    biases[:, :og] = _bias(bias, oc).reshape(groups, og)
+    act, limits = clamp_range(node, out)
+    floats = np.concatenate([packed.reshape(-1), biases.reshape(-1), np.array(limits, np.float32)])
+    src, sizes, padding = source(g, x, geo, (kh, kw))
+    chunk = chunk_size(n * oh * ow, g.gen.threads)
+    params = [*sizes, oh, ow, oc, kh, kw, sh, sw, dh, dw, padding[1], padding[2], groups, cg, og, blocks, chunk, act, padding[0],
+              floats.size]  # fmt: skip
+    call(g, KIND_CONV, x, out, src, params, floats, out.size * kh * kw * cg)
+
+
+@emits("DEPTHWISE_CONV_2D")
+def emit_depthwise(node: Any, g: Any) -> None:
+    x, f, bias, out = _operands(node)
+    n, h, w, c = x.shape
+    one, kh, kw, oc = f.shape
+    require(one == 1 and c > 0 and oc % c == 0, f"DEPTHWISE_CONV_2D of {c} channels by filter {f.shape} is not compiled")
+    geo = geometry(node, x, kh, kw)
+    (sh, sw), (dh, dw), (oh, ow), _ = geo
+    require(out.shape == (n, oh, ow, oc), f"DEPTHWISE_CONV_2D into {out.shape} is not compiled")
+    if out.size == 0:
+        return
+    act, limits = clamp_range(node, out)
+    floats = np.concatenate([np.asarray(f.value, np.float32).reshape(-1), _bias(bias, oc), np.array(limits, np.float32)])
+    top, left = geo[3]
+    expanded = oc > c
+    src = g.temp((n, h, w, oc), F32) if expanded else x
+    params = [n, h, w, c, h, w, oh, ow, oc, kh, kw, sh, sw, dh, dw, top, left, oc // c, 0, 0, 0, 0, act, int(expanded), floats.size]
+    call(g, KIND_DEPTHWISE, x, out, src, params, floats, out.size * kh * kw)

@@ -1,0 +1,219 @@
+"""Eight float32 lanes as one Numba value (LLVM's ``<8 x float>``), for the loop kernels of
+``conv.py`` and ``pooling.py``.
+
+LLVM does not vectorize a register-blocked micro-kernel written with scalars: after it unrolls
+the small loops over a tile's lanes, its SLP vectorizer leaves the accumulators scalar (tried on
+the ``jit-conv`` branch, and again here: 96 scalar FMAs, 4 GMAC/s). Written with these values,
+the same tile of 4 output pixels by 16 channels keeps its 8 accumulators in ``ymm`` registers
+and runs at 30-42 GMAC/s on one AVX2 core. On machines with narrower vectors LLVM splits each
+value in halves (NEON) or lanes; the results are the same.
+
+* :func:`load` / :func:`store`: 8 consecutive elements of a 1-D float32 array from an index
+  (no bounds check and no negative-index wraparound: the callers' indices are planned);
+  :func:`load_n` / :func:`store_n`: the first ``n`` lanes only (``llvm.masked.*``), the rest
+  of a row that does not fill a vector;
+* :func:`splat`: one float32 element broadcast to every lane;
+* :func:`fma`: ``a * b + c`` (``llvm.fmuladd``: one fused multiply-add where the machine has
+  it, as XNNPACK's kernels round; a multiply and an add otherwise);
+* :func:`vmax` / :func:`clamp`: NaN-propagating maximum (``np.maximum``) and LiteRT's fused
+  activation clamp (NaN kept);
+* :func:`add`, :func:`mul`, :func:`div`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic, models, register_model
+
+LANES = 8
+_F32 = ir.FloatType()
+_V = ir.VectorType(_F32, LANES)
+_I32 = ir.IntType(32)
+
+
+class F32x8(types.Type):
+    """The Numba type of eight float32 lanes."""
+
+    def __init__(self) -> None:
+        super().__init__(name="f32x8")
+
+
+f32x8 = F32x8()
+
+
+@register_model(F32x8)
+class _Model(models.PrimitiveModel):
+    def __init__(self, dmm: Any, fe_type: Any) -> None:
+        super().__init__(dmm, fe_type, _V)
+
+
+def _element(context: Any, builder: Any, arrty: Any, arr: Any, idx: Any) -> Any:
+    """The address of ``arr[idx]`` (1-D float32 array)."""
+    return builder.gep(context.make_array(arrty)(context, builder, arr).data, [idx])
+
+
+def _mask(builder: Any, n: Any) -> Any:
+    """Lanes ``0..n-1`` set."""
+    iota = ir.Constant(ir.VectorType(ir.IntType(64), LANES), list(range(LANES)))
+    wide = builder.insert_element(ir.Constant(iota.type, ir.Undefined), n, ir.Constant(_I32, 0))
+    wide = builder.shuffle_vector(wide, ir.Constant(iota.type, ir.Undefined), ir.Constant(ir.VectorType(_I32, LANES), [0] * LANES))
+    return builder.icmp_signed("<", iota, wide)
+
+
+def _broadcast(builder: Any, scalar: Any) -> Any:
+    undef = ir.Constant(_V, ir.Undefined)
+    one = builder.insert_element(undef, scalar, ir.Constant(_I32, 0))
+    return builder.shuffle_vector(one, undef, ir.Constant(ir.VectorType(_I32, LANES), [0] * LANES))
+
+
+def _float32_array(arr: Any) -> bool:
+    return isinstance(arr, types.Array) and arr.dtype == types.float32 and arr.ndim == 1
+
+
+@intrinsic
+def load(typingctx: Any, arr: Any, idx: Any) -> Any:
+    """``arr[idx : idx + 8]`` as one value."""
+    if not _float32_array(arr):
+        return None
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        address = builder.bitcast(_element(context, builder, sig.args[0], args[0], args[1]), _V.as_pointer())
+        return builder.load(address, align=4)
+
+    return f32x8(arr, types.int64), codegen
+
+
+@intrinsic
+def store(typingctx: Any, arr: Any, idx: Any, value: Any) -> Any:
+    """``arr[idx : idx + 8] = value``."""
+    if not _float32_array(arr):
+        return None
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        address = builder.bitcast(_element(context, builder, sig.args[0], args[0], args[1]), _V.as_pointer())
+        builder.store(args[2], address, align=4)
+        return context.get_dummy_value()
+
+    return types.none(arr, types.int64, f32x8), codegen
+
+
+@intrinsic
+def load_n(typingctx: Any, arr: Any, idx: Any, n: Any) -> Any:
+    """``arr[idx : idx + n]`` in the first ``n`` lanes (0 <= n <= 8), zeros in the others;
+    nothing past ``idx + n`` is read."""
+    if not _float32_array(arr):
+        return None
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        address = builder.bitcast(_element(context, builder, sig.args[0], args[0], args[1]), _V.as_pointer())
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(_V, [_V.as_pointer(), _I32, ir.VectorType(ir.IntType(1), LANES), _V]),
+            "llvm.masked.load.v8f32.p0v8f32",
+        )
+        return builder.call(fn, [address, ir.Constant(_I32, 4), _mask(builder, args[2]), ir.Constant(_V, [0.0] * LANES)])
+
+    return f32x8(arr, types.int64, types.int64), codegen
+
+
+@intrinsic
+def store_n(typingctx: Any, arr: Any, idx: Any, value: Any, n: Any) -> Any:
+    """``arr[idx : idx + n] = value[:n]`` (0 <= n <= 8); nothing past ``idx + n`` is written."""
+    if not _float32_array(arr):
+        return None
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        address = builder.bitcast(_element(context, builder, sig.args[0], args[0], args[1]), _V.as_pointer())
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [_V, _V.as_pointer(), _I32, ir.VectorType(ir.IntType(1), LANES)]),
+            "llvm.masked.store.v8f32.p0v8f32",
+        )
+        builder.call(fn, [args[2], address, ir.Constant(_I32, 4), _mask(builder, args[3])])
+        return context.get_dummy_value()
+
+    return types.none(arr, types.int64, f32x8, types.int64), codegen
+
+
+@intrinsic
+def splat(typingctx: Any, arr: Any, idx: Any) -> Any:
+    """``arr[idx]`` in every lane."""
+    if not _float32_array(arr):
+        return None
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        return _broadcast(builder, builder.load(_element(context, builder, sig.args[0], args[0], args[1]), align=4))
+
+    return f32x8(arr, types.int64), codegen
+
+
+@intrinsic
+def fill(typingctx: Any, value: Any) -> Any:
+    """A float value (rounded to float32) in every lane."""
+    if not isinstance(value, types.Float):
+        return None
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        return _broadcast(builder, context.cast(builder, args[0], sig.args[0], types.float32))
+
+    return f32x8(value), codegen
+
+
+def _binary(name: str, build: Any) -> Any:
+    @intrinsic
+    def op(typingctx: Any, a: Any, b: Any) -> Any:
+        if a != f32x8 or b != f32x8:
+            return None
+
+        def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+            return build(builder, args[0], args[1])
+
+        return f32x8(a, b), codegen
+
+    op.__name__ = op.__qualname__ = name
+    return op
+
+
+add = _binary("add", lambda b, x, y: b.fadd(x, y))
+mul = _binary("mul", lambda b, x, y: b.fmul(x, y))
+div = _binary("div", lambda b, x, y: b.fdiv(x, y))
+
+
+def _vmax(builder: Any, x: Any, y: Any) -> Any:
+    # x if x > y or x is NaN else y: np.maximum's NaN propagation, as common.max_nan
+    take = builder.or_(builder.fcmp_ordered(">", x, y), builder.fcmp_unordered("uno", x, x))
+    return builder.select(take, x, y)
+
+
+vmax = _binary("vmax", _vmax)
+
+
+@intrinsic
+def fma(typingctx: Any, a: Any, b: Any, c: Any) -> Any:
+    """``a * b + c``."""
+    if a != f32x8 or b != f32x8 or c != f32x8:
+        return None
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_V, [_V, _V, _V]), "llvm.fmuladd.v8f32")
+        return builder.call(fn, list(args))
+
+    return f32x8(a, b, c), codegen
+
+
+@intrinsic
+def clamp(typingctx: Any, v: Any, low: Any, high: Any) -> Any:
+    """``low`` where ``v < low``, ``high`` where ``v > high``, else ``v`` (NaN kept), as
+    LiteRT's ``ActivationFunctionWithMinMax``; ``low`` and ``high`` are float scalars."""
+    if v != f32x8 or not isinstance(low, types.Float) or not isinstance(high, types.Float):
+        return None
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        lo = _broadcast(builder, context.cast(builder, args[1], sig.args[1], types.float32))
+        hi = _broadcast(builder, context.cast(builder, args[2], sig.args[2], types.float32))
+        x = builder.select(builder.fcmp_ordered("<", args[0], lo), lo, args[0])
+        return builder.select(builder.fcmp_ordered(">", x, hi), hi, x)
+
+    return f32x8(v, low, high), codegen

@@ -1,0 +1,171 @@
+"""numlite.jit's convolution, pooling, PAD and SOFTMAX loop kernels (docs/jit.md,
+"Convolutions") against LiteRT and the NumPy engine, and ``num_threads``.
+
+Numba compiles slowly, so one model (written with numlite's writer) holds every form, each
+node's output a graph output judged on its own: CONV_2D with strides, dilations, SAME and
+VALID, groups, 1x1 (a GEMM), output channels that do not fill a 16-channel block and pixel
+counts that do not fill a 4-pixel tile; DEPTHWISE_CONV_2D with channels that fill 8 lanes,
+do not, and a depth multiplier; both pools clipped at the borders; PAD and PADV2; SOFTMAX
+with a beta and large logits. The same model runs with ``num_threads=2`` (the parallel
+kernels). A CNN made by the official converter runs end to end."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+import pytest
+from helpers import run_interpreter
+from test_jit import Graphs, _assert_same, _matches_litert_and_numpy, jit_cache, rng_floats  # noqa: F401  (a fixture)
+
+import numlite
+from numlite.model.ir import Options
+
+numba = pytest.importorskip("numba")
+from numlite.jit.kernels import conv  # noqa: E402  (imports Numba)
+
+SAME, VALID = 0, 1
+NONE, RELU, RELU_N1_TO_1, RELU6 = 0, 1, 2, 3
+
+
+def _out(size: int, k: int, stride: int, dilation: int, padding: int) -> int:
+    span = (k - 1) * dilation + 1
+    return -(-size // stride) if padding == SAME else (size - span) // stride + 1
+
+
+def conv_model() -> tuple[bytes, list[np.ndarray]]:
+    g = Graphs()
+    m = g.subgraph()
+    n, h, w, c = 2, 9, 7, 6  # 126 output pixels at stride 1: not a multiple of the 4-pixel tile
+    x = m.input((n, h, w, c))
+    wide = m.input((1, 5, 6, 19))  # 19 channels: two full 8-lane blocks and 3 more
+    logits = m.input((3, 10))
+    seed = 100
+
+    def consts(*shapes: tuple[int, ...]) -> list[int]:
+        nonlocal seed
+        seed += 1
+        return [m.const(rng_floats(s, seed + k, -1.0, 1.0)) for k, s in enumerate(shapes)]
+
+    # CONV_2D: (out channels, kh, kw, padding, strides, dilations, activation, groups)
+    convs = [
+        (16, 3, 3, SAME, (1, 1), (1, 1), RELU, 1),  # one full block
+        (5, 3, 3, SAME, (1, 1), (1, 1), NONE, 1),  # 5 of 16 channels
+        (17, 1, 1, VALID, (1, 1), (1, 1), RELU6, 1),  # 1x1: a GEMM over the pixels; 16 + 1 channels
+        (33, 2, 3, VALID, (2, 1), (1, 2), RELU_N1_TO_1, 1),  # strides and dilations: taps not contiguous
+        (7, 3, 2, SAME, (2, 3), (2, 1), NONE, 1),  # SAME with an odd padded pixel at the bottom/right
+        (4, 3, 3, SAME, (1, 1), (1, 1), RELU, 2),  # two groups of 3 input channels
+        (6, 1, 1, SAME, (2, 2), (1, 1), NONE, 3),  # strided 1x1, three groups
+    ]
+    for oc, kh, kw, padding, (sh, sw), (dh, dw), act, groups in convs:
+        f, b = consts((oc, kh, kw, c // groups), (oc,))
+        shape = (n, _out(h, kh, sh, dh, padding), _out(w, kw, sw, dw, padding), oc)
+        m.op("CONV_2D", [x, f, b], shape, options=Options("Conv2DOptions", padding=padding, stride_h=sh, stride_w=sw,
+             fused_activation_function=act, dilation_h_factor=dh, dilation_w_factor=dw))  # fmt: skip
+    f, b = consts((24, 1, 1, 19), (24,))
+    m.op("CONV_2D", [wide, f, b], (1, 5, 6, 24), options=Options("Conv2DOptions", padding=VALID, stride_h=1, stride_w=1))
+    # DEPTHWISE_CONV_2D: (input, channels, multiplier, k, padding, stride, dilation, activation)
+    depthwise = [
+        (x, c, 1, 3, SAME, 1, 1, RELU6),  # 6 channels: one masked block
+        (x, c, 2, 3, VALID, 2, 1, NONE),  # a depth multiplier
+        (x, c, 1, 3, SAME, 1, 2, RELU),  # dilated
+        (x, c, 1, 5, SAME, 2, 1, RELU_N1_TO_1),
+        (wide, 19, 1, 3, SAME, 2, 1, RELU6),  # full 8-lane blocks and a masked one
+    ]
+    for src, ch, mult, k, padding, s, d, act in depthwise:
+        ih, iw = (h, w) if src == x else (5, 6)
+        f, b = consts((1, k, k, ch * mult), (ch * mult,))
+        shape = (1 if src == wide else n, _out(ih, k, s, d, padding), _out(iw, k, s, d, padding), ch * mult)
+        m.op("DEPTHWISE_CONV_2D", [src, f, b], shape, options=Options("DepthwiseConv2DOptions", padding=padding, stride_h=s,
+             stride_w=s, depth_multiplier=mult, fused_activation_function=act, dilation_h_factor=d, dilation_w_factor=d))  # fmt: skip
+    for name in ("MAX_POOL_2D", "AVERAGE_POOL_2D"):
+        for src, ch, padding, k, s, act in [(x, c, VALID, 2, 2, NONE), (x, c, SAME, 3, 2, RELU), (wide, 19, SAME, 2, 1, RELU6)]:
+            ih, iw = (h, w) if src == x else (5, 6)
+            shape = (1 if src == wide else n, _out(ih, k, s, 1, padding), _out(iw, k, s, 1, padding), ch)
+            m.op(name, [src], shape, options=Options("Pool2DOptions", padding=padding, stride_h=s, stride_w=s, filter_height=k,
+                 filter_width=k, fused_activation_function=act))  # fmt: skip
+    m.op("PAD", [x, m.const([[0, 0], [1, 2], [0, 1], [0, 0]], np.int32)], (n, h + 3, w + 1, c))
+    m.op("PADV2", [logits, m.const([[1, 0], [2, 3]], np.int32), m.const(-0.5)], (4, 15))
+    m.op("SOFTMAX", [logits], (3, 10), options=Options("SoftmaxOptions", beta=1.0))
+    m.op("SOFTMAX", [logits], (3, 10), options=Options("SoftmaxOptions", beta=0.25))
+    inputs = [rng_floats((n, h, w, c), 1), rng_floats((1, 5, 6, 19), 2), rng_floats((3, 10), 3, -40.0, 40.0)]
+    return g.bytes(), inputs
+
+
+@pytest.fixture(scope="module")
+def convs(jit_cache):
+    model, inputs = conv_model()
+    compiled = {}
+    for threads in (1, 2):
+        interpreter = numlite.Interpreter(model_content=model, jit=True, num_threads=threads)
+        with pytest.MonkeyPatch.context() as patch:  # every node parallel, however small
+            patch.setattr(conv, "PARALLEL_MIN_WORK", 0)
+            interpreter.allocate_tensors()
+        compiled[threads] = interpreter
+    return model, inputs, compiled
+
+
+def test_every_conv_form_matches_litert_and_numpy(convs):
+    model, inputs, compiled = convs
+    interpreter = compiled[1]
+    report = interpreter.jit_report()["subgraphs"][0]
+    names = [d["name"] for d in interpreter.get_output_details()]
+    assert report["compiled"] and report["operators"] == len(names), report  # every node compiled
+    for seed in (0, 1):  # twice: the second invoke reuses the arenas and the padded buffers
+        feed = [rng_floats(v.shape, 30 + 3 * seed + k, -2.0, 2.0) * (20.0 if k == 2 else 1.0) for k, v in enumerate(inputs)]
+        _matches_litert_and_numpy(model, run_interpreter(interpreter, feed), feed, names)
+
+
+def test_two_threads_match_one_and_run_concurrently(convs):
+    """``num_threads=2`` runs the parallel kernels; its results equal one thread's within the
+    float32 tolerance (every output element is summed in the same order by one thread, so in
+    fact exactly). Two interpreters with different counts invoke at once, in two threads."""
+    model, inputs, compiled = convs
+    one, two = compiled[1], compiled[2]
+    assert two.jit_report()["subgraphs"][0]["compiled"]
+    assert two._jit.engines[0].threads == min(2, numba.config.NUMBA_NUM_THREADS)
+    assert one._jit.engines[0].threads == 0  # serial kernels: no thread count to set
+    names = [d["name"] for d in one.get_output_details()]
+    expected = run_interpreter(one, inputs)
+    _assert_same(run_interpreter(two, inputs), expected, names, "num_threads=1")
+    results: dict[int, list] = {}
+
+    def work(interpreter: Any, key: int) -> None:
+        for _ in range(20):
+            interpreter.invoke()
+        results[key] = [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+
+    threads = [threading.Thread(target=work, args=(it, k)) for k, it in compiled.items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k in compiled:
+        _assert_same(results[k], expected, names, f"num_threads={k} run concurrently")
+
+
+def test_converter_cnn_compiles_and_matches(jit_cache):
+    tf = pytest.importorskip("tensorflow")
+    layers = tf.keras.layers
+    tf.keras.utils.set_random_seed(0)
+    model = tf.keras.Sequential([
+        tf.keras.Input((17, 15, 3), batch_size=1),
+        layers.Conv2D(12, 3, strides=2, padding="same", activation="relu6"),
+        layers.DepthwiseConv2D(3, padding="same", activation="relu6"),
+        layers.Conv2D(20, 1, activation="relu"),
+        layers.ZeroPadding2D(((0, 1), (0, 1))),
+        layers.DepthwiseConv2D(3, strides=2, padding="valid"),
+        layers.MaxPooling2D(),
+        layers.AveragePooling2D(2, padding="same"),
+        layers.Flatten(),
+        layers.Dense(10, activation="softmax"),
+    ])  # fmt: skip
+    content = tf.lite.TFLiteConverter.from_keras_model(model).convert()
+    interpreter = numlite.Interpreter(model_content=content, jit=True, num_threads=1)
+    interpreter.allocate_tensors()
+    report = interpreter.jit_report()["subgraphs"][0]
+    assert report["compiled"], report
+    feed = [rng_floats((1, 17, 15, 3), 5)]
+    names = [d["name"] for d in interpreter.get_output_details()]
+    _matches_litert_and_numpy(content, run_interpreter(interpreter, feed), feed, names)
