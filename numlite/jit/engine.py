@@ -80,6 +80,17 @@ class CompiledModel:
         self.inputs = gen.inputs
         self.outputs = gen.outputs
         self.traces = list(gen.traces)
+        # Run-time shapes: the ctl slots of error values and of the dims of root outputs of
+        # run-time shape (returned by the compiled function after its code, see run_dynamic).
+        from numlite.jit.kernels.common import CTL_SIZE
+
+        self.ctl_size = gen.ctl_size
+        self.messages = list(gen.messages)
+        self.errors_at = CTL_SIZE + len(gen.arenas.constants)
+        self.dims_at = self.errors_at + gen.error_values
+        self.dynamic_outputs = list(gen.dynamic_outputs)
+        if self.dynamic_outputs:
+            self.run = self.run_dynamic  # type: ignore[method-assign]
         subgraph = self.interpreter.subgraph
         self._watched = [(subgraph(i), g) for i, g in self.generations.items()]
 
@@ -112,7 +123,7 @@ class CompiledModel:
         started = time.perf_counter()
         self.path = cache.write_module(self.source)
         module = cache.load_module(self.path)
-        self.ctl = np.zeros(CTL_SIZE + len(self.arenas.constants), np.int64)
+        self.ctl = np.zeros(self.ctl_size, np.int64)
         flushes = _flushes(self.interpreter)
         self.ctl[FLUSH] = flushes
         self.sets_float_mode = FLUSHES_INLINE or not flushes  # else the interpreter's context does it
@@ -130,7 +141,8 @@ class CompiledModel:
         which :meth:`attach` makes the interpreter's own arrays of those tensors."""
         from numlite.jit.kernels.common import CTL_SIZE
 
-        self.A, self.ctl[CTL_SIZE:] = self.arenas.build()  # the constants' addresses (self.arenas keeps them alive)
+        self.A, addresses = self.arenas.build()
+        self.ctl[CTL_SIZE : CTL_SIZE + len(addresses)] = addresses  # (self.arenas keeps them alive)
         runtime = self.interpreter.subgraph(self.root)
         self.views = [(t, self.arenas.view(self.A, slot, shape)) for t, slot, shape in self.inputs]
         self.views += [
@@ -171,8 +183,24 @@ class CompiledModel:
         if self.fn(self.A, self.ctl):
             raise self._error()
 
+    def run_dynamic(self) -> None:
+        """:meth:`run` of a model with root outputs of run-time shape: the compiled function
+        returns their arrays after its code, and their dims in ctl; they become the
+        interpreter's arrays of those tensors, with their shapes (as the NumPy engine stores a
+        dynamic node's outputs)."""
+        result = self.fn(self.A, self.ctl)
+        if result[0]:
+            raise self._error()
+        runtime = self.interpreter.subgraph(self.root)
+        ctl, at = self.ctl, self.dims_at
+        for array, (t, _, rank, offset) in zip(result[1:], self.dynamic_outputs):
+            shape = tuple(int(d) for d in ctl[at + offset : at + offset + rank])
+            runtime.arrays[t] = array.reshape(shape)
+            runtime.shapes[t] = shape
+
     def _error(self) -> Exception:
-        from numlite.jit.kernels.common import CANCELLED, CODES
+        from numlite.errors import PrepareError
+        from numlite.jit.kernels.common import CANCELLED, CODES, DYNAMIC_ERROR
 
         ctl = self.ctl
         code, sub, node = int(ctl[1]), int(ctl[2]), int(ctl[3])
@@ -180,7 +208,16 @@ class CompiledModel:
         step = runtime.plan[node]
         if code == CANCELLED:
             return CancelledError(f"invoke cancelled before {runtime.where(step)}")
-        message = CODES.get(code, "compiled kernel error {code}").format(a=int(ctl[4]), b=int(ctl[5]), code=code)
+        if code >= DYNAMIC_ERROR and code - DYNAMIC_ERROR < len(self.messages):
+            # A check of a run-time shape: the NumPy engine finds it when it prepares the node
+            # at run time, so it raises the prepare error, naming the node alone.
+            template, prepare = self.messages[code - DYNAMIC_ERROR]
+            values = [int(v) for v in ctl[self.errors_at : self.errors_at + template.count("{}")]]
+            if prepare:
+                return PrepareError(f"{runtime.where(step)}: {template.format(*values)}")
+            message = template.format(*values)
+        else:
+            message = CODES.get(code, "compiled kernel error {code}").format(a=int(ctl[4]), b=int(ctl[5]), code=code)
         error: Exception = runtime._invoke_error(step, InvokeError(message))
         for caller_index, node_index in reversed(self.traces[int(ctl[6])]):  # the IF and WHILE nodes it sits in
             caller = self.interpreter.subgraph(caller_index)

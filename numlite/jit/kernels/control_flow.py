@@ -15,6 +15,11 @@ from numlite.jit.kernels.common import copy, require
 
 @emits("WHILE")
 def emit_while(node, g) -> None:
+    if node.dynamic:  # a state that may change shape: see numlite.jit.kernels.dynamic
+        from numlite.jit.kernels.dynamic import emit_while as emit_dynamic_while
+
+        emit_dynamic_while(node, g)
+        return
     options = node.options
     state = node.outs
     for x, y in zip(node.ins, state):
@@ -32,6 +37,9 @@ def emit_while(node, g) -> None:
         for k, (y, s) in enumerate(zip(state, scratch)):
             if k not in passed:  # a variable the body passes through unchanged stays put
                 copy(g, y, s)
+
+
+emit_while.run_time_shapes = True
 
 
 @emits("IF")

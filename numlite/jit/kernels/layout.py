@@ -44,8 +44,50 @@ def emit_concatenation(node, g) -> None:
     out = node.outs[0]
     require(not getattr(node.options, "fused_activation_function", 0), "CONCATENATION with a fused activation is not compiled")
     same_dtypes([*node.ins, out], (out.dtype,), "CONCATENATION")
+    if node.dynamic:
+        _concatenate_dynamic(node, g)
+        return
     axis = _axis(node.options.axis if node.options is not None else 0, len(out.shape))
     _blocks(g, out, node.ins, _outer(out.shape, axis), join=True)
+
+
+emit_concatenation.run_time_shapes = True
+
+
+def _concatenate_dynamic(node, g) -> None:
+    """CONCATENATION of operands of run-time shape: dims outside the axis checked at run time
+    where they are not the same here (with Concatenation.prepare's message), then a block copy
+    per input with run-time offsets."""
+    from numlite.jit.kernels.dynamic import shape_text
+    from numlite.jit.kernels.shape import _product
+
+    first = node.ins[0]
+    rank = len(first.shape)
+    require(rank > 0 and all(len(t.shape) == rank for t in node.ins), "CONCATENATION of scalars or mixed ranks is not compiled")
+    axis = _axis(node.options.axis if node.options is not None else 0, rank)
+    shape = list(first.shape)
+    for t in node.ins[1:]:
+        differ = [(a, b) for d, (a, b) in enumerate(zip(first.shape, t.shape)) if d != axis and a != b]
+        require(not any(isinstance(a, int) and isinstance(b, int) for a, b in differ), "CONCATENATION of shapes that differ is not compiled")
+        if differ:
+            text0, values0 = shape_text(first.shape)
+            text1, values1 = shape_text(t.shape)
+            g.fail_if(" or ".join(f"{a} != {b}" for a, b in differ), f"shapes {text0} and {text1} differ outside axis {axis}", [*values0, *values1])
+        shape = [b if d != axis and isinstance(b, int) else a for d, (a, b) in enumerate(zip(shape, t.shape))]
+    along = [t.shape[axis] for t in node.ins]
+    known = sum(d for d in along if isinstance(d, int))
+    shape[axis] = " + ".join([*(d for d in along if isinstance(d, str)), str(known)]) if any(isinstance(d, str) for d in along) else known
+    out = g.result(node, 0, shape)
+    outer, row = _product(out.shape[:axis]), _product(out.shape[axis:])
+    offset = g.name("o")
+    g.line(f"{offset} = 0")
+    for t in node.ins:
+        inner = g.name("n")
+        g.line(f"{inner} = {_product(t.shape[axis:])}")
+        g.line(f"for r in range({outer}):")
+        g.line(f"    for c in range({inner}):")
+        g.line(f"        {out.name}[r * {row} + {offset} + c] = {t.name}[r * {inner} + c]")
+        g.line(f"{offset} += {inner}")
 
 
 @emits("PACK")
