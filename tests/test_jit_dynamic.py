@@ -154,13 +154,18 @@ def test_cancel_stops_a_compiled_loop_whose_state_grows(compiled):
 
 
 def _slice_reshape_model() -> bytes:
-    """``x[5,4][begin : begin + (2, -1)]`` with ``begin`` an input (bounds known at run time)
-    and that slice reshaped to ``[-1, 3]`` (a count checked at run time); both outputs."""
+    """``part = x[5,4][begin : begin + (2, -1)]`` with ``begin`` an input (bounds known at run
+    time), then, each an output: ``part`` reshaped to ``[-1, 3]`` (a count checked at run
+    time), ``part`` and ``x[other : other + (1, -1)]`` concatenated on axis 0 (dims checked at
+    run time) and ``part[:, position]`` (GATHER on a run-time shape, its position checked)."""
     g = Graphs()
     m = g.subgraph()
-    x, begin = m.input((5, 4)), m.input((2,), np.int32)
+    x, begin, other, position = m.input((5, 4)), m.input((2,), np.int32), m.input((2,), np.int32), m.input((1,), np.int32)
     part = m.op("SLICE", [x, begin, m.const([2, -1], np.int32)], (2, 3))  # declared as for begin (i, 1)
     m.op("RESHAPE", [part, m.const([-1, 3], np.int32)], (2, 3))
+    row = m.op("SLICE", [x, other, m.const([1, -1], np.int32)], (1, 3), output=False)
+    m.op("CONCATENATION", [part, row], (3, 3), options=Options("ConcatenationOptions", axis=0))
+    m.op("GATHER", [part, position], (2, 1), options=Options("GatherOptions", axis=1))
     return g.bytes()
 
 
@@ -197,14 +202,20 @@ def _outcome(interpreter: Any, feed: list[np.ndarray]) -> Any:
         return type(e).__name__, str(e)
 
 
-@pytest.mark.parametrize("begin", [(2, 1), (3, 2), (4, 0), (6, 0), (-1, 0), (0, 5), (1, 0)])
-def test_run_time_bounds_and_counts_fail_as_on_numpy(slicing, begin):
-    """Bounds from data (SLICE) and element counts (RESHAPE) are checked in compiled code, and
-    a failure is the NumPy engine's error, word for word: a run-time prepare error naming the
-    node. Valid bounds give LiteRT's values and shapes."""
+@pytest.mark.parametrize("begin, other, position", [
+    ((2, 1), (0, 1), 2), ((0, 1), (4, 1), 0),  # valid
+    ((4, 0), (0, 0), 0), ((6, 0), (0, 0), 0), ((-1, 0), (0, 0), 0), ((0, 5), (0, 0), 0),  # SLICE bounds
+    ((1, 0), (0, 0), 0),  # RESHAPE: 8 elements into rows of 3
+    ((2, 1), (0, 2), 0),  # CONCATENATION: (2, 3) and (1, 2)
+    ((2, 1), (0, 1), 3),  # GATHER: position 3 of 3
+])
+def test_run_time_bounds_and_counts_fail_as_on_numpy(slicing, begin, other, position):
+    """Bounds from data (SLICE), element counts (RESHAPE), dims (CONCATENATION) and positions
+    (GATHER) on run-time shapes are checked in compiled code, and a failure is the NumPy
+    engine's error, word for word. Valid inputs give LiteRT's values and shapes."""
     model, interpreter = slicing
     assert interpreter.jit_report()["subgraphs"][0]["compiled"]
-    feed = [np.arange(20, dtype=np.float32).reshape(5, 4), np.array(begin, np.int32)]
+    feed = [np.arange(20, dtype=np.float32).reshape(5, 4), np.array(begin, np.int32), np.array(other, np.int32), np.array([position], np.int32)]
     numpy_engine = numlite.Interpreter(model_content=model)
     numpy_engine.allocate_tensors()
     got, want = _outcome(interpreter, feed), _outcome(numpy_engine, feed)
@@ -221,10 +232,15 @@ def test_run_time_bounds_and_counts_fail_as_on_numpy(slicing, begin):
 def test_messages_of_the_run_time_checks(slicing):
     _, interpreter = slicing
     x = np.arange(20, dtype=np.float32).reshape(5, 4)
-    assert _outcome(interpreter, [x, np.array([4, 0], np.int32)]) == (
+    feed = lambda begin, other, position: [x, np.array(begin, np.int32), np.array(other, np.int32), np.array([position], np.int32)]  # noqa: E731
+    assert _outcome(interpreter, feed((4, 0), (0, 0), 0)) == (
         "PrepareError", "subgraph 0, node 0 (SLICE): size 2 from begin 4 does not fit axis 0 of size 5")
-    assert _outcome(interpreter, [x, np.array([1, 0], np.int32)]) == (
+    assert _outcome(interpreter, feed((1, 0), (0, 0), 0)) == (
         "PrepareError", "subgraph 0, node 1 (RESHAPE): cannot reshape 8 elements of shape (2, 4) to [2, 3]")
+    assert _outcome(interpreter, feed((2, 1), (0, 2), 0)) == (
+        "PrepareError", "subgraph 0, node 3 (CONCATENATION): shapes (2, 3) and (1, 2) differ outside axis 0")
+    assert _outcome(interpreter, feed((2, 1), (0, 1), 3)) == (
+        "InvokeError", "subgraph 0, node 4 (GATHER) failed: gather index 3 is out of range [0, 3)")
 
 
 def test_split_v_unpack_and_pack_compiled(jit_cache):  # noqa: F811

@@ -148,13 +148,22 @@ def gather(x, pos, o, outer, n, inner, ctl):
 def emit_gather(node, g) -> None:
     x, pos = node.ins
     out = node.outs[0]
-    if pos.value is not None:  # constant positions (checked when the map is made)
+    if pos.value is not None and not node.dynamic:  # constant positions (checked when the map is made)
         take(g, node)
         return
     axis = node.options.axis if node.options is not None else 0
     axis = axis + len(x.shape) if axis < 0 else axis
     require(not (node.options is not None and node.options.batch_dims) and pos.dtype.kind == "i",
             "GATHER with batch_dims or non-integer positions is not compiled")
-    outer = int(np.prod(x.shape[:axis], dtype=np.int64))
-    inner = int(np.prod(x.shape[axis + 1:], dtype=np.int64))
+    if node.dynamic:  # the output's shape follows x's run-time dims
+        from numlite.jit.kernels.shape import _product
+
+        out = g.result(node, 0, (*x.shape[:axis], *pos.shape, *x.shape[axis + 1:]))
+        outer, inner = _product(x.shape[:axis]), _product(x.shape[axis + 1:])
+    else:
+        outer = int(np.prod(x.shape[:axis], dtype=np.int64))
+        inner = int(np.prod(x.shape[axis + 1:], dtype=np.int64))
     g.check(f"{g.kernel(gather)}({x.name}, {pos.name}, {out.name}, {outer}, {x.shape[axis]}, {inner}, ctl)")
+
+
+emit_gather.run_time_shapes = True
