@@ -89,8 +89,8 @@ def emit_while(node: Any, g: Any) -> None:
 
 def _while(node: Any, g: Any, specs: list[list[Any]]) -> None:
     from numlite.jit.codegen import Operand, ShapeChanged
+    from numlite.jit.kernels.control_flow import iteration
 
-    options = node.options
     state, scratch = [], []
     for k, (x, spec) in enumerate(zip(node.ins, specs)):
         if all(d is not None for d in spec):
@@ -105,14 +105,7 @@ def _while(node: Any, g: Any, specs: list[list[Any]]) -> None:
                + ", ".join([x.name if x.slot.dynamic else f"{x.name}.copy()", *[str(x.shape[d]) for d, s in enumerate(dims) if isinstance(s, str)]]))
         state.append(g.bind(node, k, Operand(slot.name, tuple(dims), x.dtype, None, slot)))
         scratch.append(None)
-    flag = g.temp((), "bool")
-    g.line("while True:")
-    with g.indented():
-        g.poll()
-        g.inline(options.cond_subgraph_index, state, [flag])
-        g.line(f"if not {flag.name}[0]:")
-        g.line("    break")
-        passed = g.inline(options.body_subgraph_index, state, scratch, pass_through=True)
+    with iteration(node, g, state, scratch) as passed:
         results = g.gen.results
         names, values = [], []
         for k, (y, s, r) in enumerate(zip(state, scratch, results)):
