@@ -153,7 +153,8 @@ def _slice_reshape_model() -> bytes:
     """``part = x[5,4][begin : begin + (2, -1)]`` with ``begin`` an input (bounds known at run
     time), then, each an output: ``part`` reshaped to ``[-1, 3]`` (a count checked at run
     time), ``part`` and ``x[other : other + (1, -1)]`` concatenated on axis 0 (dims checked at
-    run time) and ``part[:, position]`` (GATHER on a run-time shape, its position checked)."""
+    run time), ``part[:, position]`` (GATHER on a run-time shape, its position checked), and
+    the row squeezed and then expanded (SQUEEZE, EXPAND_DIMS on a run-time shape)."""
     g = Graphs()
     m = g.subgraph()
     x, begin, other, position = m.input((5, 4)), m.input((2,), np.int32), m.input((2,), np.int32), m.input((1,), np.int32)
@@ -162,6 +163,8 @@ def _slice_reshape_model() -> bytes:
     row = m.op("SLICE", [x, other, m.const([1, -1], np.int32)], (1, 3), output=False)
     m.op("CONCATENATION", [part, row], (3, 3), options=Options("ConcatenationOptions", axis=0))
     m.op("GATHER", [part, position], (2, 1), options=Options("GatherOptions", axis=1))
+    squeezed = m.op("SQUEEZE", [row], (3,), options=Options("SqueezeOptions", squeeze_dims=[0]))
+    m.op("EXPAND_DIMS", [squeezed, m.const(-1, np.int32)], (3, 1))
     return g.bytes()
 
 

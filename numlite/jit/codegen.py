@@ -609,6 +609,7 @@ class FunctionGen:
             self.gen.slots.add(slot)
             if t >= 0 and t not in self.home and not rt.known[t]:
                 claimed.setdefault(t, slot)
+        from numlite.jit.kernels.common import require
         from numlite.jit.kernels.dynamic import elementwise_shape
 
         for step in rt.steps:
@@ -627,10 +628,10 @@ class FunctionGen:
                 )
                 if not dynamic:
                     outs = self._outputs(step, claimed, where)
-                elif step.op_name in _ELEMENTWISE_SHAPES:  # the static emitter, on run-time counts
-                    outs = [Pending(t, rt.dtypes[t]) for t in step.outputs]
-                elif getattr(emitter, "run_time_shapes", False):
-                    outs = [Pending(t, rt.dtypes[t]) for t in step.outputs]
+                elif step.op_name in _ELEMENTWISE_SHAPES or getattr(emitter, "run_time_shapes", False):
+                    if any(t < 0 for t in step.outputs):
+                        raise NotCompiled(f"{where}: an omitted output is not compiled")
+                    outs = [Pending(t, rt.dtypes[t]) for t in step.outputs]  # given shapes by g.result
                 else:
                     raise NotCompiled(f"{where}: its shapes are computed at run time")
             except NotCompiled as e:
@@ -640,9 +641,8 @@ class FunctionGen:
             node = JitNode(step.op_name, rt.index, step.index, step.kernel.options, ins, outs, dynamic)
             self._pending = (node, claimed)
             try:
-                if dynamic and step.op_name in _ELEMENTWISE_SHAPES:
-                    if any(t < 0 for t in step.outputs) or len(step.outputs) != 1:
-                        raise NotCompiled("an omitted output is not compiled")
+                if dynamic and step.op_name in _ELEMENTWISE_SHAPES:  # the static emitter, on run-time counts
+                    require(len(step.outputs) == 1, f"{step.op_name} with {len(step.outputs)} outputs is not compiled")
                     self.result(node, 0, elementwise_shape(node))
                 emitter(node, self)
                 if any(isinstance(o, Pending) for o in node.outs):

@@ -50,7 +50,7 @@ def _slice_axis(node, g, k: int) -> tuple:
     g.line(f"if {sv} == -1:")
     g.line(f"    {sv} = {dim} - {bv}")
     g.fail_if(f"{sv} < 0 or {bv} + {sv} > {dim}", f"size {{}} from begin {{}} does not fit axis {k} of size {d}", [sv, bv, *dv])
-    return bv, 1, sv, True
+    return bv, 1, s if isinstance(s, int) and s != -1 else sv, True  # a constant size stays a number here
 
 
 def _strided_axes(node, g) -> list[tuple]:

@@ -13,8 +13,7 @@ from numlite.jit.kernels.dynamic import shape_text
 @emits("RESHAPE", "SQUEEZE", "EXPAND_DIMS")
 def emit(node, g) -> None:
     if node.dynamic:
-        require(node.op_name == "RESHAPE", f"{node.op_name} of a shape known only at run time is not compiled")
-        emit_dynamic_reshape(node, g)
+        {"RESHAPE": emit_dynamic_reshape, "SQUEEZE": _squeeze, "EXPAND_DIMS": _expand_dims}[node.op_name](node, g)
         return
     x, out = node.ins[0], node.outs[0]
     require(x.size == out.size and x.dtype == out.dtype, f"{node.op_name} from {x.shape} to {out.shape} is not compiled")
@@ -63,6 +62,29 @@ def emit_dynamic_reshape(node, g) -> None:
         g.fail_if(f"({_product(target)}) != ({n_in})", f"cannot reshape {{}} elements of shape {in_text} to {out_text}",
                   [n_in, *in_values, *out_values])
     g.result(node, 0, target, alias=x)
+
+
+def _squeeze(node, g) -> None:
+    """SQUEEZE of a run-time shape whose squeezed dims are 1 here (a run-time dim that may be 1
+    is not compiled: its check is not written)."""
+    x = node.ins[0]
+    dims = getattr(node.options, "squeeze_dims", None) if node.options is not None else None
+    rank = len(x.shape)
+    drop = {int(d) + rank if d < 0 else int(d) for d in dims} if dims is not None and len(dims) else None
+    require(drop is not None or all(isinstance(d, int) for d in x.shape), "SQUEEZE of every size-1 dim of a run-time shape is not compiled")
+    drop = drop if drop is not None else {k for k, d in enumerate(x.shape) if d == 1}
+    require(all(0 <= k < rank and x.shape[k] == 1 for k in drop), f"SQUEEZE of dims {sorted(drop)} of {x.shape} is not compiled")
+    g.result(node, 0, [d for k, d in enumerate(x.shape) if k not in drop], alias=x)
+
+
+def _expand_dims(node, g) -> None:
+    """EXPAND_DIMS of a run-time shape at a constant axis."""
+    x, axis_t = node.ins
+    require(axis_t.value is not None and np.size(axis_t.value) == 1, "EXPAND_DIMS at an axis computed at run time is not compiled")
+    axis = int(np.asarray(axis_t.value).reshape(-1)[0])
+    axis = axis + len(x.shape) + 1 if axis < 0 else axis
+    require(0 <= axis <= len(x.shape), f"EXPAND_DIMS at axis {axis} of rank {len(x.shape)} is not compiled")
+    g.result(node, 0, [*x.shape[:axis], 1, *x.shape[axis:]], alias=x)
 
 
 @emits("SHAPE")
