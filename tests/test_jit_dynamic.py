@@ -38,12 +38,16 @@ def _tensor_array(x):
     return rows.stack()
 
 
-def _grow(x, n):
+def _grow(x, n, limit):
+    """A row appended ``n`` times, or until there are ``limit`` rows: the cond reads the shape of
+    the growing state (a SHAPE the runtime folds for the initial shape, computed in the loop)."""
+
     def body(i, acc):
         return i + 1, tf.concat([acc, acc[-1:] * 0.5 + 1.0], 0)
 
     invariants = [tf.TensorShape([]), tf.TensorShape([None, 4])]
-    return tf.while_loop(lambda i, acc: i < n, body, [0, x], shape_invariants=invariants)[1]
+    cond = lambda i, acc: tf.logical_and(i < n, tf.shape(acc)[0] < limit)  # noqa: E731
+    return tf.while_loop(cond, body, [0, x], shape_invariants=invariants)[1]
 
 
 def _floats(shape, seed):
@@ -54,7 +58,8 @@ def _floats(shape, seed):
 FUNCTIONS: dict[str, tuple[Callable, list, list[np.ndarray]]] = {
     "map_fn": (_map_fn, [tf.TensorSpec((ROWS, WIDTH), tf.float32)], [_floats((ROWS, WIDTH), 1)]),
     "tensor_array": (_tensor_array, [tf.TensorSpec((WIDTH,), tf.float32)], [_floats((WIDTH,), 3)]),
-    "grow": (_grow, [tf.TensorSpec((1, 4), tf.float32), tf.TensorSpec((), tf.int32)], [_floats((1, 4), 4), np.int32(30)]),
+    "grow": (_grow, [tf.TensorSpec((1, 4), tf.float32), tf.TensorSpec((), tf.int32), tf.TensorSpec((), tf.int32)],
+             [_floats((1, 4), 4), np.int32(30), np.int32(20)]),  # stops at 20 rows
 }
 
 
@@ -123,7 +128,7 @@ def test_output_shape_follows_the_loop_count_from_invoke_to_invoke(compiled):
     litert = litert_interpreter(model)
     litert.allocate_tensors()
     for n in (0, 7, 3):
-        feed = [inputs[0], np.int32(n)]
+        feed = [inputs[0], np.int32(n), np.int32(1000)]
         got, want = run_interpreter(interpreter, feed)[0], run_interpreter(litert, feed)[0]
         assert got.shape == want.shape == (n + 1, 4)
         assert_close(got, want, what=f"grow by {n}")
@@ -136,7 +141,8 @@ def test_cancel_stops_a_compiled_loop_whose_state_grows(compiled):
     _, interpreter, inputs, _ = compiled("grow")
     details = interpreter.get_input_details()
     interpreter.set_tensor(details[0]["index"], inputs[0])
-    interpreter.set_tensor(details[1]["index"], np.int32(2**31 - 1))  # hours of iterations, uncancelled
+    for d in details[1:]:
+        interpreter.set_tensor(d["index"], np.int32(2**31 - 1))  # hours of iterations, uncancelled
     timer = threading.Timer(0.3, interpreter.cancel)
     started = time.perf_counter()
     timer.start()
@@ -144,7 +150,7 @@ def test_cancel_stops_a_compiled_loop_whose_state_grows(compiled):
         interpreter.invoke()
     timer.join()
     assert time.perf_counter() - started < 30
-    interpreter.set_tensor(details[1]["index"], np.int32(2))
+    interpreter.set_tensor(details[1]["index"], np.int32(2))  # n (the inputs keep the signature's order)
     interpreter.invoke()  # runs normally again
     assert interpreter.get_tensor(interpreter.get_output_details()[0]["index"]).shape == (3, 4)
 

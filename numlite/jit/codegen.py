@@ -612,7 +612,13 @@ class FunctionGen:
         from numlite.jit.kernels.common import require
         from numlite.jit.kernels.dynamic import elementwise_shape
 
-        for step in rt.steps:
+        for step in rt.plan:
+            # Operands whose shape here is not the runtime's (run-time shapes, a WHILE state
+            # that changes shape), and operands the runtime folded into constants but that are
+            # computed here (a SHAPE of such an operand, what follows from it).
+            changed = [t for t in step.inputs if t in self.ops and (self.ops[t].dynamic or self.ops[t].shape != tuple(rt.shapes[t] or ()))]
+            if step.folded and not changed and not any(t in self.ops and rt.known[t] for t in step.inputs):
+                continue  # computed once by the runtime
             where = f"subgraph {rt.index}, node {step.index} ({step.op_name})"
             emitter = EMITTERS.get(step.op_name)
             if emitter is None:
@@ -622,10 +628,7 @@ class FunctionGen:
                 ins = [self._read(t, where) if t >= 0 else None for t in step.inputs]
                 # Run-time shapes: the node's own (its shapes depend on data), or an operand's
                 # here (a WHILE state that changes shape, what nodes computed from one).
-                dynamic = step.dynamic or any(
-                    op is not None and t in self.ops and (op.dynamic or op.shape != tuple(rt.shapes[t] or ()))
-                    for t, op in zip(step.inputs, ins)
-                )
+                dynamic = step.dynamic or bool(changed)
                 if not dynamic:
                     outs = self._outputs(step, claimed, where)
                 elif step.op_name in _ELEMENTWISE_SHAPES or getattr(emitter, "run_time_shapes", False):
@@ -655,6 +658,8 @@ class FunctionGen:
                 raise NotCompiled(f"{where}: {type(e).__name__}: {e}") from e
             finally:
                 self._pending = None
+            if step.folded:  # computed here after all: what reads it must not take the runtime's value
+                self.ops.update((t, op) for t, op in zip(step.outputs, node.outs))
             self.gen.ops += 1
         passed = set()
         for k, (t, slot) in enumerate(zip(g.outputs, self.out_slots)):  # pass-through, constant, repeated outputs
