@@ -1,6 +1,7 @@
 """Time numlite against LiteRT on control-flow models (WHILE, IF) made by the official converter.
 
-    python benchmarks/control_flow.py [--cases trivial_loop,matrix_loop,nested,cond_then,cond_else]
+    python benchmarks/control_flow.py [--cases trivial_loop,matrix_loop,nested,cond_then,cond_else,map_fn,scan,
+                                                tensor_array,grow,keras_lstm,keras_gru]
                                       [--iterations N] [--runs N] [--warmup N] [--threads N]
                                       [--seed N] [--json out.json] [--no-memory] [--jit]
 
@@ -129,11 +130,95 @@ def build_cond() -> tuple[Callable[..., Any], list[Any]]:
     return fn, [tf.TensorSpec((), tf.float32, name="p"), tf.TensorSpec(COND_SHAPE, tf.float32, name="x")]
 
 
+LIST_ROWS, LIST_WIDTH = 50, 16  # the [rows, width] input of the TensorList-style loops
+GROW_WIDTH = 4
+RNN_STEPS, RNN_FEATURES, RNN_UNITS = 20, 8, 32
+
+
+def build_map_fn() -> tuple[Callable[..., Any], list[Any]]:
+    """``tf.map_fn(lambda r: tanh(r) * 2, x)`` over 50 rows: the converter lowers the
+    TensorList to SLICE and CONCATENATION with sizes computed from the loop counter (shapes
+    known only at run time)."""
+    import tensorflow as tf
+
+    def fn(x):
+        return tf.map_fn(lambda r: tf.tanh(r) * 2.0, x)
+
+    return fn, [tf.TensorSpec((LIST_ROWS, LIST_WIDTH), tf.float32, name="x")]
+
+
+def build_scan() -> tuple[Callable[..., Any], list[Any]]:
+    """``tf.scan(lambda a, r: a * 0.9 + r, x)`` over 50 rows (a TensorList, as map_fn)."""
+    import tensorflow as tf
+
+    def fn(x):
+        return tf.scan(lambda a, r: a * 0.9 + r, x)
+
+    return fn, [tf.TensorSpec((LIST_ROWS, LIST_WIDTH), tf.float32, name="x")]
+
+
+def build_tensor_array() -> tuple[Callable[..., Any], list[Any]]:
+    """A WHILE writing ``x * i`` into a TensorArray of 50 rows, then ``stack()``."""
+    import tensorflow as tf
+
+    def fn(x):
+        rows = tf.TensorArray(tf.float32, size=LIST_ROWS)
+
+        def body(i, rows):
+            return i + 1, rows.write(i, x * tf.cast(i, tf.float32))
+
+        _, rows = tf.while_loop(lambda i, rows: i < LIST_ROWS, body, [0, rows])
+        return rows.stack()
+
+    return fn, [tf.TensorSpec((LIST_WIDTH,), tf.float32, name="x")]
+
+
+def build_grow() -> tuple[Callable[..., Any], list[Any]]:
+    """``acc = concat([acc, acc[-1:] * 0.5 + 1])`` ``n`` times (``shape_invariants`` [None, 4]):
+    a loop state that grows by a row per iteration."""
+    import tensorflow as tf
+
+    def fn(x, n):
+        def body(i, acc):
+            return i + 1, tf.concat([acc, acc[-1:] * 0.5 + 1.0], 0)
+
+        invariants = [tf.TensorShape([]), tf.TensorShape([None, GROW_WIDTH])]
+        return tf.while_loop(lambda i, acc: i < n, body, [0, x], shape_invariants=invariants)[1]
+
+    return fn, [tf.TensorSpec((1, GROW_WIDTH), tf.float32, name="x"), tf.TensorSpec((), tf.int32, name="n")]
+
+
+def keras_rnn(kind: str) -> bytes:
+    """A Keras 3 ``LSTM(32)`` or ``GRU(32)`` over 20 steps of 8 features, batch 1, converted
+    with ``TFLiteConverter.from_keras_model`` (a WHILE over the steps, SPLIT of the gates).
+
+    The dynamic-batch variant (``keras.Input((20, 8))`` without ``batch_size``, or
+    ``model.export``) is not here: the official converter (TensorFlow 2.21) refuses it with
+    builtin ops ("'tf.TensorListReserve' op requires element_shape to be static")."""
+    import keras
+    import tensorflow as tf
+
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((RNN_STEPS, RNN_FEATURES), batch_size=1, name="x")  # the input "serving_default_x:0"
+    layer = {"lstm": keras.layers.LSTM, "gru": keras.layers.GRU}[kind](RNN_UNITS)
+    model = keras.Model(inputs, layer(inputs))
+    return tf.lite.TFLiteConverter.from_keras_model(model).convert()
+
+
 MODELS: dict[str, ModelBuilder] = {
     "cf_trivial_loop": build_trivial_loop,
     "cf_matrix_loop": build_matrix_loop,
     "cf_nested": build_nested,
     "cf_cond": build_cond,
+    "cf_map_fn": build_map_fn,
+    "cf_scan": build_scan,
+    "cf_tensor_array": build_tensor_array,
+    "cf_grow": build_grow,
+}
+# Models converted from Keras (not from a function and its signature): name -> bytes.
+KERAS_MODELS: dict[str, Callable[[], bytes]] = {
+    "cf_keras_lstm": lambda: keras_rnn("lstm"),
+    "cf_keras_gru": lambda: keras_rnn("gru"),
 }
 
 
@@ -148,7 +233,8 @@ def convert(builder: ModelBuilder) -> bytes:
 
 
 def model_path(model: str, cache_dir: str) -> str:
-    return whole_models.cached_model(model, cache_dir, lambda: convert(MODELS[model]))
+    make = KERAS_MODELS[model] if model in KERAS_MODELS else (lambda: convert(MODELS[model]))
+    return whole_models.cached_model(model, cache_dir, make)
 
 
 # ----------------------------------------------------------------------------- cases
@@ -200,6 +286,36 @@ CASES: dict[str, Case] = {
         Case(
             "cond_else", "cf_cond", "IF taking the else branch (TANH, MUL, SUB)",
             lambda n, rng: {"p": np.float32(-1.0), "x": rng.uniform(-1, 1, COND_SHAPE).astype(np.float32)},
+        ),
+        Case(
+            "map_fn", "cf_map_fn", "tf.map_fn over [50,16] (TensorList: SLICE, CONCATENATION of run-time sizes)",
+            lambda n, rng: {"x": rng.uniform(-1, 1, (LIST_ROWS, LIST_WIDTH)).astype(np.float32)},
+            iterations=lambda n: LIST_ROWS,
+        ),
+        Case(
+            "scan", "cf_scan", "tf.scan over [50,16] (TensorList, as map_fn)",
+            lambda n, rng: {"x": rng.uniform(-1, 1, (LIST_ROWS, LIST_WIDTH)).astype(np.float32)},
+            iterations=lambda n: LIST_ROWS,
+        ),
+        Case(
+            "tensor_array", "cf_tensor_array", "TensorArray write loop, 50 steps, then stack",
+            lambda n, rng: {"x": rng.uniform(-1, 1, LIST_WIDTH).astype(np.float32)},
+            iterations=lambda n: LIST_ROWS,
+        ),
+        Case(
+            "grow", "cf_grow", "WHILE whose [None,4] state grows a row per iteration (concat)",
+            lambda n, rng: {"x": rng.uniform(-1, 1, (1, GROW_WIDTH)).astype(np.float32), "n": np.int32(max(1, n // 10))},
+            iterations=lambda n: max(1, n // 10),
+        ),
+        Case(
+            "keras_lstm", "cf_keras_lstm", "Keras 3 LSTM(32) over 20 steps, batch 1 (WHILE, SPLIT)",
+            lambda n, rng: {"serving_default_x:0": rng.uniform(-1, 1, (1, RNN_STEPS, RNN_FEATURES)).astype(np.float32)},
+            iterations=lambda n: RNN_STEPS,
+        ),
+        Case(
+            "keras_gru", "cf_keras_gru", "Keras 3 GRU(32) over 20 steps, batch 1 (WHILE, SPLIT)",
+            lambda n, rng: {"serving_default_x:0": rng.uniform(-1, 1, (1, RNN_STEPS, RNN_FEATURES)).astype(np.float32)},
+            iterations=lambda n: RNN_STEPS,
         ),
     ]
 }  # fmt: skip

@@ -68,6 +68,7 @@ class Slot:
     key: int  # unique in the generated function
     size: int
     constant: bool = False
+    dynamic: bool = False  # an array allocated at run time (its shape lives in local variables)
 
     @property
     def name(self) -> str:
@@ -83,10 +84,24 @@ class Operand:
     dtype: np.dtype
     value: np.ndarray | None  # the value when known at generation (constants, folded)
     slot: Slot
+    symbolic: tuple[int | str, ...] | None = None  # a small int vector's elements as expressions (SHAPE's output)
 
     @property
     def size(self) -> int:
         return self.slot.size
+
+    @property
+    def dynamic(self) -> bool:
+        """Whether a dimension is known only at run time (``shape`` then holds the names of
+        the local variables, or expressions, giving those dimensions)."""
+        return any(isinstance(d, str) for d in self.shape)
+
+    @property
+    def count(self) -> str:
+        """The element count as an expression of the generated code."""
+        if not self.dynamic:
+            return str(self.size)
+        return " * ".join(f"{d}" for d in self.shape) if self.shape else "1"
 
 
 @dataclass
@@ -98,8 +113,26 @@ class JitNode:
     index: int
     options: Any
     ins: list[Operand | None]
-    outs: list[Operand]
+    outs: list[Any]  # Operand; for a node with run-time shapes, Pending until the emitter calls g.result
+    dynamic: bool = False  # an operand's shape is known only at run time (see FunctionGen.result)
     kernel: Any = None  # the NumPy engine's prepared kernel (quantized emitters read its parameters)
+
+
+@dataclass
+class Pending:
+    """An output of a node with run-time shapes, before its emitter gives its shape."""
+
+    tensor: int
+    dtype: np.dtype
+
+
+class ShapeChanged(NotCompiled):
+    """A subgraph output computed in another shape than the static buffer its call site gave it
+    (a WHILE's state that changes shape); ``site`` is the caller's FunctionGen."""
+
+    def __init__(self, site: Any, position: int, shape: tuple, message: str) -> None:
+        super().__init__(message)
+        self.site, self.position, self.shape = site, position, shape
 
 
 class Arenas:
@@ -134,6 +167,11 @@ class Arenas:
         """A tensor's slot (placed by :meth:`plan`)."""
         return self._slot(dtype, size, False)
 
+    def dynamic(self, dtype: Any) -> Slot:
+        """The slot of an array the compiled code allocates at run time (not in the arenas)."""
+        self._keys += 1
+        return Slot(self._dtype(dtype), self._keys, 0, False, True)
+
     def const(self, value: np.ndarray, dtype: Any = None, interpreters: bool = False) -> Slot:
         """A slot holding ``value`` (the same slot for the same array object); ``interpreters``
         says that ``value`` is the interpreter's own array (reported as not copied when it is
@@ -157,7 +195,7 @@ class Arenas:
         inputs and outputs, which hold values between invokes) live throughout."""
         from numlite.interpreter.planner import Lifetime, plan_arena
 
-        tensors = {s.name: s for s in slots if not s.constant}
+        tensors = {s.name: s for s in slots if not s.constant and not s.dynamic}
         first: dict[Slot, int] = {}
         last: dict[Slot, int] = {}
         loops: list[tuple[int, int]] = []
@@ -246,6 +284,14 @@ class Generator:
         self.generations: dict[int, int] = {}  # subgraph -> generation when generated
         self.inputs: list[tuple[int, Slot, tuple[int, ...]]] = []  # root inputs: tensor, slot, shape
         self.outputs: list[tuple[int, Slot, tuple[int, ...]]] = []
+        # Root outputs of run-time shape: (tensor, dtype, rank, offset of its dims in ctl past
+        # DIMS); run returns their arrays after its code (0 or 1) and writes their dims in ctl.
+        self.dynamic_outputs: list[tuple[int, np.dtype, int, int]] = []
+        self.tail = ""  # what every return of run adds to its code: the placeholders of those arrays
+        self.messages: list[tuple[str, bool]] = []  # run-time shape errors: (template, a PrepareError)
+        self.error_values = 0  # ctl slots (from ERRORS) the messages' values take
+        self.results: list[Operand] = []  # the outputs of the subgraph generated last
+        self.names = 0  # counter of local variable names
         self.ops = 0
         # State kept across invokes (numlite/jit/kernels/variables.py): resource variables by
         # handle, each an array of its own (not in the arenas, so never shared by lifetime),
@@ -261,9 +307,16 @@ class Generator:
 
         runtime = self.interpreter.subgraph(self.root)
         g = runtime.graph
+        out_slots: list[Slot | None] = []
         for tensors, where in ((g.inputs, self.inputs), (g.outputs, self.outputs)):
             for t in tensors:
                 shape = runtime.shapes[t]
+                if where is self.outputs and t >= 0 and runtime.dynamic[t] and t not in g.inputs:
+                    if runtime.dtypes[t] not in ARENA_DTYPES:
+                        raise NotCompiled(f"subgraph {self.root}, tensor {t}: tensors of {runtime.dtypes[t].name} are not compiled")
+                    out_slots.append(None)  # an array of run-time shape, returned by run
+                    self.dynamic_outputs.append((t, runtime.dtypes[t], -1, -1))
+                    continue
                 if shape is None or runtime.dynamic[t]:
                     raise NotCompiled(f"subgraph {self.root}: tensor {t} has a shape known only at run time")
                 twice = [slot for u, slot, _ in where if u == t and where is self.inputs]  # an input listed twice: one array
@@ -271,22 +324,29 @@ class Generator:
                     where.append((t, twice[0] if twice else self.arenas.alloc(runtime.dtypes[t], _size(shape)), tuple(shape)))
                 except NotCompiled as e:
                     raise NotCompiled(f"subgraph {self.root}, tensor {t}: {e}") from None
-        self.subgraph(self.root, [s for _, s, _ in self.inputs], [s for _, s, _ in self.outputs], (), 1)
+                if where is self.outputs:
+                    out_slots.append(where[-1][1])
+        self.tail = "".join(f", e{j}" for j in range(len(self.dynamic_outputs)))
+        self.subgraph(self.root, [s for _, s, _ in self.inputs], out_slots, (), 1)
+        returned = self._return_dynamic_outputs([k for k, slot in enumerate(out_slots) if slot is None])
         arenas = self.arenas
         arenas.plan(self.lines, self.slots, {s for _, s, _ in (*self.inputs, *self.outputs)})
         # error_model="numpy": a float division by zero gives inf or NaN, as in the NumPy engine
         # and LiteRT (Numba's default raises ZeroDivisionError), and loops with a division
         # vectorize (no zero check per element).
         body = [f"@njit({JIT_OPTIONS})", "def run(A, ctl):"]
-        body += [f"    a{a} = A[{a}]" for a in sorted({s.arena for s in self.slots if not s.constant})]
-        tensors = sorted((s for s in self.slots if not s.constant), key=lambda s: (s.arena, arenas.offsets[s], s.key))
+        body += [f"    a{a} = A[{a}]" for a in sorted({s.arena for s in self.slots if not s.constant and not s.dynamic})]
+        body += [f"    e{j} = np.empty(0, np.{dtype.name})" for j, (_, dtype, _, _) in enumerate(self.dynamic_outputs)]
+        if self.messages or self.dynamic_outputs:  # ctl slots past the constants' addresses
+            body += [f"    ERRORS = {CTL_SIZE + len(arenas.constants)}", f"    DIMS = {CTL_SIZE + len(arenas.constants) + self.error_values}"]
+        tensors = sorted((s for s in self.slots if not s.constant and not s.dynamic), key=lambda s: (s.arena, arenas.offsets[s], s.key))
         body += [f"    {s.name} = a{s.arena}[{arenas.offsets[s]}:{arenas.offsets[s] + s.size}]" for s in tensors]
         number = {slot: k for k, (slot, _, _) in enumerate(arenas.constants)}
         body += [
             f"    {s.name} = carray(at(ctl[{CTL_SIZE + number[s]}], np.{arenas.dtypes[s.arena].name}), {s.size})"
             for s in sorted((s for s in self.slots if s.constant), key=lambda s: number[s])
         ]  # fmt: skip
-        body += self.lines + ["    return 0", ""]
+        body += self.lines + [f"    return 0{returned}", ""]
         # The entry point: the model's code between setting and restoring the FP mode (run has
         # several returns; a second function keeps the restore on every path).
         # A cancel() before this invoke does not stop it (as on NumPy): the flag is cleared here,
@@ -312,6 +372,34 @@ class Generator:
         ]
         return "\n".join(header + body) + "\n"
 
+    @property
+    def ctl_size(self) -> int:
+        """The length of the control array: the fixed slots, the constants' addresses, the
+        values of run-time shape errors and the dims of outputs of run-time shape."""
+        from numlite.jit.kernels.common import CTL_SIZE
+
+        return CTL_SIZE + len(self.arenas.constants) + self.error_values + sum(r for _, _, r, _ in self.dynamic_outputs)
+
+    def _return_dynamic_outputs(self, positions: list[int]) -> str:
+        """Lines giving each root output of run-time shape to ``run``'s return (a fresh array:
+        an arena view would be overwritten by the next invoke) and its dims in ctl."""
+        outputs, offset = [], 0
+        for j, ((t, dtype, _, _), k) in enumerate(zip(self.dynamic_outputs, positions)):
+            result = self.results[k]
+            fresh = result.slot.dynamic and not result.slot.constant
+            self.lines.append(f"    r{j} = {result.name}" + ("" if fresh else ".copy()"))
+            for d, dim in enumerate(result.shape):
+                self.lines.append(f"    ctl[DIMS + {offset + d}] = {dim}")
+            outputs.append((t, dtype, len(result.shape), offset))
+            offset += len(result.shape)
+        self.dynamic_outputs = outputs
+        return "".join(f", r{j}" for j in range(len(outputs)))
+
+    def name(self, prefix: str = "v") -> str:
+        """A fresh local variable name of the generated function."""
+        self.names += 1
+        return f"{prefix}{self.names}"
+
     def kernel(self, fn: Any) -> str:
         """The module-level alias of a kernel of :mod:`numlite.jit.kernels` (imported once)."""
         if id(fn) not in self.imports:
@@ -325,12 +413,14 @@ class Generator:
         return self.traces.index(chain)
 
     def subgraph(
-        self, index: int, in_slots: Sequence[Slot], out_slots: Sequence[Slot], chain: tuple[tuple[int, int], ...],
-        depth: int, pass_through: bool = False,
+        self, index: int, in_slots: Sequence[Slot], out_slots: Sequence[Slot | None], chain: tuple[tuple[int, int], ...],
+        depth: int, pass_through: bool = False, in_ops: Sequence[Operand | None] = (), site: Any = None,
     ) -> set[int]:
         """Write subgraph ``index``'s code at this place, reading its inputs from ``in_slots``
-        and writing its outputs to ``out_slots``. With ``pass_through``, an output that is the
-        input at its position is left in the input's slot (not copied); returns those positions."""
+        (or ``in_ops``, operands of run-time shape) and writing its outputs to ``out_slots``
+        (None: left where they are computed, for the caller to take from :attr:`results`).
+        With ``pass_through``, an output that is the input at its position is left in the
+        input's slot (not copied); returns those positions."""
         if index in self.stack or len(self.stack) >= MAX_DEPTH:
             raise NotCompiled(f"subgraph {index} is called recursively or too deep")
         runtime = self.interpreter.subgraph(index)
@@ -341,7 +431,13 @@ class Generator:
         self.stack.append(index)
         try:
             fg = FunctionGen(self, runtime, list(in_slots), list(out_slots), chain, depth)
-            return fg.emit_all(pass_through)
+            fg.site = site
+            for t, op in zip(runtime.graph.inputs, in_ops):
+                if op is not None:
+                    fg.ops[t] = op
+            passed = fg.emit_all(pass_through)
+            self.results = fg.results
+            return passed
         finally:
             self.stack.pop()
 
@@ -358,8 +454,14 @@ class FunctionGen:
         self.in_slots, self.out_slots = in_slots, out_slots
         self.chain = chain  # the IF and WHILE nodes this code sits in
         self.home: dict[int, Slot] = {}  # where each tensor's value is, once written
+        # Tensors whose shape here differs from the runtime's static one (run-time shapes,
+        # and what nodes computed from them): their operands as this code sees them.
+        self.ops: dict[int, Operand] = {}
+        self.results: list[Operand] = []  # the subgraph's outputs, once generated
+        self.site: Any = None  # the caller's FunctionGen, named by ShapeChanged
         self.depth = depth
         self.where = (runtime.index, -1)
+        self._pending: tuple[Any, dict[int, Slot]] | None = None  # the node whose outputs result() gives
 
     # -- the API of emitters ---------------------------------------------------------------------
 
@@ -404,24 +506,118 @@ class FunctionGen:
 
     def check(self, call: str) -> None:
         """A kernel call that returns 1 after recording an error: stop there, naming this node."""
-        self.line(f"if {call}: return fail({self._site()})")
+        self.line(f"if {call}: return fail({self._site()}){self.gen.tail}")
 
     def poll(self) -> None:
         """Stop when the cancel flag is set (once per loop iteration)."""
-        self.line(f"if ctl[0] != 0: return cancelled({self._site()})")
+        self.line(f"if ctl[0] != 0: return cancelled({self._site()}){self.gen.tail}")
 
-    def inline(self, index: int, ins: Sequence[Operand], outs: Sequence[Operand], pass_through: bool = False) -> set[int]:
+    def fail_if(self, condition: str, template: str, values: Sequence[str], prepare: bool = True) -> None:
+        """Stop with an error naming this node when ``condition`` holds at run time: the message
+        is ``template.format(*values)``, the values computed by the generated code (a check of
+        a shape known only at run time, worded as the NumPy kernel's prepare words it; with
+        ``prepare`` the error is the PrepareError the NumPy engine raises then)."""
+        from numlite.jit.kernels.common import DYNAMIC_ERROR
+
+        gen = self.gen
+        code = DYNAMIC_ERROR + len(gen.messages)
+        gen.messages.append((template, prepare))
+        gen.error_values = max(gen.error_values, len(values))
+        self.line(f"if {condition}:")
+        with self.indented():
+            for k, v in enumerate(values):
+                self.line(f"ctl[ERRORS + {k}] = {v}")
+            self.line(f"ctl[1] = {code}")
+            self.line(f"return fail({self._site()}){gen.tail}")
+
+    def name(self, prefix: str = "v") -> str:
+        """A fresh local variable name."""
+        return self.gen.name(prefix)
+
+    def result(self, node: JitNode, k: int, shape: Sequence[int | str], alias: Operand | None = None,
+               symbolic: tuple[int | str, ...] | None = None) -> Operand:
+        """Output ``k`` of a node with run-time shapes, of ``shape`` (ints, or expressions of
+        the generated code): a buffer in the arenas when every dim is known here, else an
+        array allocated at run time, its dims in local variables (``t19 = np.empty(...)``,
+        ``t19_0 = ...``). ``alias``: the output is that operand's array in another shape (a
+        RESHAPE of an array allocated at run time, which nothing writes again)."""
+        pending = node.outs[k]
+        assert isinstance(pending, Pending) and self._pending is not None
+        t, dtype = pending.tensor, pending.dtype
+        claimed = self._pending[1]
+        shape = tuple(int(d) if not isinstance(d, str) else d for d in shape)
+        if all(isinstance(d, int) for d in shape):
+            size = _size(shape)
+            slot = claimed.get(t)
+            if slot is None or slot.size != size:
+                slot = self.gen.arenas.alloc(dtype, size)
+            self.gen.slots.add(slot)
+            op = Operand(slot.name, shape, dtype, None, slot, symbolic)
+            if alias is not None and alias.size == size:
+                from numlite.jit.kernels.common import copy
+
+                copy(self, op, alias)
+        else:
+            slot = alias.slot if alias is not None and alias.slot.dynamic else self.gen.arenas.dynamic(dtype)
+            dims: list[int | str] = []
+            for d, dim in enumerate(shape):
+                if isinstance(dim, str) and not dim.isidentifier():  # a variable already is one (the same dim, seen as such)
+                    name = self.name(f"{slot.name}_") if alias is not None else f"{slot.name}_{d}"
+                    self.line(f"{name} = {dim}")
+                    dim = name
+                dims.append(dim)
+            op = Operand(slot.name, tuple(dims), dtype, None, slot, symbolic)
+            if alias is None or not alias.slot.dynamic:
+                self.line(f"{slot.name} = np.empty({op.count}, np.{dtype.name})")
+                if alias is not None:
+                    from numlite.jit.kernels.common import copy
+
+                    copy(self, op, alias)
+        return self.bind(node, k, op)
+
+    def bind(self, node: JitNode, k: int, op: Operand) -> Operand:
+        """Make ``op`` output ``k`` of a node with run-time shapes (see :meth:`result`)."""
+        pending = node.outs[k]
+        assert isinstance(pending, Pending)
+        self.gen.slots.add(op.slot)
+        self.home[pending.tensor] = op.slot
+        self.ops[pending.tensor] = op
+        node.outs[k] = op
+        return op
+
+    def mark(self) -> tuple:
+        """The state of generation here, to :meth:`rollback` to (a WHILE generated again once
+        it knows which of its state changes shape)."""
+        gen = self.gen
+        return len(gen.lines), set(gen.slots), gen.ops, dict(self.home), dict(self.ops), self.depth
+
+    def rollback(self, mark: tuple) -> None:
+        gen = self.gen
+        del gen.lines[mark[0]:]
+        gen.slots = set(mark[1])
+        gen.ops = mark[2]
+        self.home, self.ops, self.depth = dict(mark[3]), dict(mark[4]), mark[5]
+
+    def inline(self, index: int, ins: Sequence[Operand], outs: Sequence[Operand | None], pass_through: bool = False) -> set[int]:
         """Write subgraph ``index``'s code here, bound to these operands' buffers (see
-        :meth:`Generator.subgraph`)."""
+        :meth:`Generator.subgraph`). An output given as None is left where the callee
+        computes it; :attr:`Generator.results` holds every output's operand after the call.
+        Operands of run-time shape (and outputs computed in another shape than their static
+        buffer: :class:`ShapeChanged`) are taken only at a call site with run-time shapes."""
         callee = self.gen.interpreter.subgraph(index)
         g = callee.graph
         if len(g.inputs) != len(ins) or len(g.outputs) != len(outs):
             raise NotCompiled(f"subgraph {index} takes {len(g.inputs)} inputs and gives {len(g.outputs)} outputs")
         for t, op in [*zip(g.inputs, ins), *zip(g.outputs, outs)]:
-            if callee.dynamic[t] or callee.shapes[t] is None or _size(callee.shapes[t]) != op.size or callee.dtypes[t] != op.dtype:
+            if op is not None and callee.dtypes[t] != op.dtype:
+                raise NotCompiled(f"subgraph {index} is prepared for other dtypes than this call site's")
+        for t, op in zip(g.inputs, ins):  # (an output computed in another shape: ShapeChanged, from emit_all)
+            if not op.dynamic and (callee.dynamic[t] or callee.shapes[t] is None or _size(callee.shapes[t]) != op.size):
                 raise NotCompiled(f"subgraph {index} is prepared for other shapes than this call site's")
         chain = self.chain + (self.where,)
-        return self.gen.subgraph(index, [o.slot for o in ins], [o.slot for o in outs], chain, self.depth, pass_through)
+        in_ops = [o if o.dynamic else None for o in ins]
+        return self.gen.subgraph(index, [o.slot for o in ins], [o.slot if o is not None else None for o in outs], chain, self.depth,
+                                 pass_through, in_ops, self)
 
     # -- generation ------------------------------------------------------------------------------
 
@@ -432,38 +628,75 @@ class FunctionGen:
             self.gen.slots.add(slot)
         claimed: dict[int, Slot] = {}  # outputs a node computes go straight into their slot
         for t, slot in zip(g.outputs, self.out_slots):
+            if slot is None:
+                continue
             self.gen.slots.add(slot)
             if t >= 0 and t not in self.home and not rt.known[t]:
                 claimed.setdefault(t, slot)
-        for step in rt.steps:
+        from numlite.jit.kernels.common import require
+        from numlite.jit.kernels.dynamic import elementwise_shape
+
+        for step in rt.plan:
+            # Operands whose shape here is not the runtime's (run-time shapes, a WHILE state
+            # that changes shape), and operands the runtime folded into constants but that are
+            # computed here (a SHAPE of such an operand, what follows from it).
+            changed = [t for t in step.inputs if t in self.ops and (self.ops[t].dynamic or self.ops[t].shape != tuple(rt.shapes[t] or ()))]
+            if step.folded and not changed and not any(t in self.ops and rt.known[t] for t in step.inputs):
+                continue  # computed once by the runtime
             where = f"subgraph {rt.index}, node {step.index} ({step.op_name})"
-            if step.dynamic:
-                raise NotCompiled(f"{where}: its shapes are computed at run time")
             quantized = _quantized(rt, step)
             emitter = (QUANTIZED_EMITTERS if quantized else EMITTERS).get(step.op_name)
             if emitter is None:
                 raise NotCompiled(f"{where}: no compiled kernel for {step.op_name}" + (" on quantized operands" if quantized else ""))
             try:
                 ins = [self._read(t, where) if t >= 0 else None for t in step.inputs]
-                outs = self._outputs(step, claimed, where)
+                # Run-time shapes: the node's own (its shapes depend on data), or an operand's
+                # here (a WHILE state that changes shape, what nodes computed from one).
+                dynamic = step.dynamic or bool(changed)
+                if not dynamic:
+                    outs = self._outputs(step, claimed, where)
+                elif not quantized and (step.op_name in _ELEMENTWISE_SHAPES or getattr(emitter, "run_time_shapes", False)):
+                    if any(t < 0 for t in step.outputs):
+                        raise NotCompiled(f"{where}: an omitted output is not compiled")
+                    outs = [Pending(t, rt.dtypes[t]) for t in step.outputs]  # given shapes by g.result
+                else:
+                    raise NotCompiled(f"{where}: its shapes are computed at run time")
             except NotCompiled as e:
                 raise NotCompiled(str(e) if str(e).startswith("subgraph ") else f"{where}: {e}") from None
             self.where = (rt.index, step.index)
             self.line(f"# {where}")
+            kernel = getattr(step.kernel, "impl", None) or step.kernel  # a QuantizedDispatch's chosen kernel
+            node = JitNode(step.op_name, rt.index, step.index, step.kernel.options, ins, outs, dynamic, kernel)
+            self._pending = (node, claimed)
             try:
-                kernel = getattr(step.kernel, "impl", None) or step.kernel  # a QuantizedDispatch's chosen kernel
-                emitter(JitNode(step.op_name, rt.index, step.index, step.kernel.options, ins, outs, kernel), self)
+                if dynamic and step.op_name in _ELEMENTWISE_SHAPES:  # the static emitter, on run-time counts
+                    require(len(step.outputs) == 1, f"{step.op_name} with {len(step.outputs)} outputs is not compiled")
+                    self.result(node, 0, elementwise_shape(node))
+                emitter(node, self)
+                if any(isinstance(o, Pending) for o in node.outs):
+                    raise NotCompiled("an output of run-time shape was not computed")
+            except ShapeChanged:
+                raise
             except NotCompiled as e:
                 raise NotCompiled(str(e) if str(e).startswith("subgraph ") else f"{where}: {e}") from None
             except Exception as e:  # an emitter's bug or a form it did not expect: stay on NumPy
                 raise NotCompiled(f"{where}: {type(e).__name__}: {e}") from e
+            finally:
+                self._pending = None
+            if step.folded:  # computed here after all: what reads it must not take the runtime's value
+                self.ops.update((t, op) for t, op in zip(step.outputs, node.outs))
             self.gen.ops += 1
         passed = set()
         for k, (t, slot) in enumerate(zip(g.outputs, self.out_slots)):  # pass-through, constant, repeated outputs
+            source = self._read(t, f"subgraph {rt.index}, output tensor {t}")
+            self.results.append(source)
             if pass_through and k < len(g.inputs) and g.inputs[k] == t:
                 passed.add(k)
                 continue
-            source = self._read(t, f"subgraph {rt.index}, output tensor {t}")
+            if slot is None:
+                continue
+            if source.dynamic or source.size != slot.size:
+                raise ShapeChanged(self.site, k, source.shape, f"subgraph {rt.index}: output {k} is computed in a shape known only at run time")
             if source.slot != slot:
                 from numlite.jit.kernels.common import copy
 
@@ -479,7 +712,9 @@ class FunctionGen:
             if rt.graph.tensors[t].is_variable:  # written in place, as the state ops write it
                 slot = self._variable_slot(t, where)
             else:
-                slot = claimed.get(t) or self.gen.arenas.alloc(rt.dtypes[t], _size(rt.shapes[t]))
+                slot = claimed.get(t)
+                if slot is None or slot.size != _size(rt.shapes[t]):  # (a caller's buffer of another shape: ShapeChanged)
+                    slot = self.gen.arenas.alloc(rt.dtypes[t], _size(rt.shapes[t]))
             self.home[t] = slot
             self.gen.slots.add(slot)
             outs.append(Operand(slot.name, tuple(rt.shapes[t]), rt.dtypes[t], None, slot))
@@ -499,6 +734,10 @@ class FunctionGen:
 
     def _read(self, t: int, where: str) -> Operand:
         rt = self.runtime
+        if t in self.ops:
+            op = self.ops[t]
+            self.gen.slots.add(op.slot)
+            return op
         slot = self.home.get(t)
         value = None
         if slot is None and rt.graph.tensors[t].is_variable and rt.arrays[t] is not None:
@@ -513,6 +752,15 @@ class FunctionGen:
         self.gen.slots.add(slot)
         shape = rt.shapes[t] if rt.shapes[t] is not None else np.shape(value)
         return Operand(slot.name, tuple(shape), rt.dtypes[t], value, slot)
+
+
+# Ops whose output has the broadcast shape of their inputs and whose emitters are element-wise
+# loops (common.each, common.index): compiled on run-time shapes as they are.
+_ELEMENTWISE_SHAPES = {
+    "ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "FLOOR_MOD", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL",
+    "EQUAL", "NOT_EQUAL", "LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT", "ABS", "NEG", "EXP", "LOG", "SQRT", "RSQRT",
+    "SQUARE", "SIN", "COS", "RELU", "RELU6", "RELU_N1_TO_1", "TANH", "LOGISTIC", "CAST",
+}
 
 
 def _quantized(rt: "SubgraphRuntime", step: Any) -> bool:

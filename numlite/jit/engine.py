@@ -89,6 +89,17 @@ class CompiledModel:
         # resource variables and CALL_ONCE: bound to the interpreter's store before invokes
         self.state = State(self.interpreter, gen.variables, gen.call_once) if gen.variables or gen.call_once else None
         self.threads = gen.threads if gen.parallel else 0  # the prange loops' thread count (0: none)
+        # Run-time shapes: the ctl slots of error values and of the dims of root outputs of
+        # run-time shape (returned by the compiled function after its code, see run_dynamic).
+        from numlite.jit.kernels.common import CTL_SIZE
+
+        self.ctl_size = gen.ctl_size
+        self.messages = list(gen.messages)
+        self.errors_at = CTL_SIZE + len(gen.arenas.constants)
+        self.dims_at = self.errors_at + gen.error_values
+        self.dynamic_outputs = list(gen.dynamic_outputs)
+        if self.dynamic_outputs:
+            self.run = self.run_dynamic  # type: ignore[method-assign]
         subgraph = self.interpreter.subgraph
         self._watched = [(subgraph(i), g) for i, g in self.generations.items()]
 
@@ -123,7 +134,7 @@ class CompiledModel:
         started = time.perf_counter()
         self.path = cache.write_module(self.source)
         module = cache.load_module(self.path)
-        self.ctl = np.zeros(CTL_SIZE + len(self.arenas.constants), np.int64)
+        self.ctl = np.zeros(self.ctl_size, np.int64)
         flushes = _flushes(self.interpreter)
         self.ctl[FLUSH] = flushes
         self.sets_float_mode = FLUSHES_INLINE or not flushes  # else the interpreter's context does it
@@ -148,7 +159,8 @@ class CompiledModel:
         which :meth:`attach` makes the interpreter's own arrays of those tensors."""
         from numlite.jit.kernels.common import CTL_SIZE
 
-        self.A, self.ctl[CTL_SIZE:] = self.arenas.build()  # the constants' addresses (self.arenas keeps them alive)
+        self.A, addresses = self.arenas.build()
+        self.ctl[CTL_SIZE : CTL_SIZE + len(addresses)] = addresses  # (self.arenas keeps them alive)
         runtime = self.interpreter.subgraph(self.root)
         self.views = [(t, self.arenas.view(self.A, slot, shape)) for t, slot, shape in self.inputs]
         self.views += [
@@ -185,43 +197,62 @@ class CompiledModel:
 
     def run(self) -> None:
         """One invoke (the inputs and outputs are the arena views: see :meth:`attach`; the
-        compiled ``main`` clears the cancel flag and the error code). A model with variables
-        first makes its variables' arrays the interpreter's (see numlite/jit/kernels/variables.py);
-        when it cannot (a variable without value or of another shape), this invoke runs on NumPy."""
-        state = self.state
-        if state is not None and not state.ready() and not state.bind():
-            interpreter = self.interpreter
-            with interpreter._float_mode, interpreter._threads, np.errstate(all="ignore"):
-                interpreter.subgraph(self.root).invoke()
-            return
-        if self.threads:
-            self._run_threads()
-        elif self.fn(self.A, self.ctl):
+        compiled ``main`` clears the cancel flag and the error code)."""
+        if self._state_bound() and self._call():
             raise self._error()
 
-    def _run_threads(self) -> None:
-        """An invoke of a model with parallel loop kernels, on the interpreter's ``num_threads``.
-        Numba's thread count belongs to the calling thread (``numba.set_num_threads``), so two
-        interpreters with different counts can run at once in two threads; the caller's count
-        is restored. (It is set here, not in the compiled ``main``: a function calling Numba's
-        thread-count functions cannot be cached.)"""
+    def run_dynamic(self) -> None:
+        """:meth:`run` of a model with root outputs of run-time shape: the compiled function
+        returns their arrays after its code, and their dims in ctl; they become the
+        interpreter's arrays of those tensors, with their shapes (as the NumPy engine stores a
+        dynamic node's outputs)."""
+        if not self._state_bound():
+            return
+        result = self._call()
+        if result[0]:
+            raise self._error()
+        runtime = self.interpreter.subgraph(self.root)
+        ctl, at = self.ctl, self.dims_at
+        for array, (t, _, rank, offset) in zip(result[1:], self.dynamic_outputs):
+            shape = tuple(int(d) for d in ctl[at + offset : at + offset + rank])
+            runtime.arrays[t] = array.reshape(shape)
+            runtime.shapes[t] = shape
+
+    def _state_bound(self) -> bool:
+        """A model with variables first makes its variables' arrays the interpreter's (see
+        numlite/jit/kernels/variables.py). When it cannot (a variable without value, or of
+        another shape), this invoke runs on NumPy, and this returns False."""
+        state = self.state
+        if state is None or state.ready() or state.bind():
+            return True
+        interpreter = self.interpreter
+        with interpreter._float_mode, interpreter._threads, np.errstate(all="ignore"):
+            interpreter.subgraph(self.root).invoke()
+        return False
+
+    def _call(self) -> Any:
+        """The compiled ``main``; a model with parallel loop kernels runs on the interpreter's
+        ``num_threads``. Numba's thread count belongs to the calling thread
+        (``numba.set_num_threads``), so two interpreters with different counts can run at once
+        in two threads; the caller's count is restored. (It is set here, not in the compiled
+        ``main``: a function calling Numba's thread-count functions cannot be cached.)"""
+        if not self.threads:
+            return self.fn(self.A, self.ctl)
         import numba
 
         saved = numba.get_num_threads()
         numba.set_num_threads(self.threads)
         try:
             if _threadsafe_layer():
-                failed = self.fn(self.A, self.ctl)
-            else:
-                with _WORKQUEUE:
-                    failed = self.fn(self.A, self.ctl)
+                return self.fn(self.A, self.ctl)
+            with _WORKQUEUE:
+                return self.fn(self.A, self.ctl)
         finally:
             numba.set_num_threads(saved)
-        if failed:
-            raise self._error()
 
     def _error(self) -> Exception:
-        from numlite.jit.kernels.common import CANCELLED, CODES
+        from numlite.errors import PrepareError
+        from numlite.jit.kernels.common import CANCELLED, CODES, DYNAMIC_ERROR
 
         ctl = self.ctl
         code, sub, node = int(ctl[1]), int(ctl[2]), int(ctl[3])
@@ -229,7 +260,16 @@ class CompiledModel:
         step = runtime.plan[node]
         if code == CANCELLED:
             return CancelledError(f"invoke cancelled before {runtime.where(step)}")
-        message = CODES.get(code, "compiled kernel error {code}").format(a=int(ctl[4]), b=int(ctl[5]), code=code)
+        if code >= DYNAMIC_ERROR and code - DYNAMIC_ERROR < len(self.messages):
+            # A check of a run-time shape: the NumPy engine finds it when it prepares the node
+            # at run time, so it raises the prepare error, naming the node alone.
+            template, prepare = self.messages[code - DYNAMIC_ERROR]
+            values = [int(v) for v in ctl[self.errors_at : self.errors_at + template.count("{}")]]
+            if prepare:
+                return PrepareError(f"{runtime.where(step)}: {template.format(*values)}")
+            message = template.format(*values)
+        else:
+            message = CODES.get(code, "compiled kernel error {code}").format(a=int(ctl[4]), b=int(ctl[5]), code=code)
         error: Exception = runtime._invoke_error(step, InvokeError(message))
         for caller_index, node_index in reversed(self.traces[int(ctl[6])]):  # the IF and WHILE nodes it sits in
             caller = self.interpreter.subgraph(caller_index)

@@ -52,6 +52,9 @@ GATHER_INDEX = 1
 CANCELLED = 2
 # The messages the Python side raises for each code, as the NumPy kernels word them.
 CODES = {GATHER_INDEX: "gather index {a} is out of range [0, {b})"}
+# Codes from here on: a check of a shape known only at run time, its message in the generated
+# model's own table (FunctionGen.fail_if), its values in ctl past the constants' addresses.
+DYNAMIC_ERROR = 1000
 
 
 @kernel
@@ -74,28 +77,33 @@ def index(operand: Any, out: Any, i: str, g: Any) -> str:
     """The expression reading the element of ``operand`` that broadcasting pairs with output
     element ``i``: ``a[0]`` for a single value, ``a[i]`` for the output's shape, else through
     an index map (a constant of the generated model)."""
-    if operand.size == 1:
+    if not operand.dynamic and operand.size == 1:
         return f"{operand.name}[0]"
     if tuple(operand.shape) == tuple(out.shape):
         return f"{operand.name}[{i}]"
+    if operand.dynamic or out.dynamic:
+        from numlite.jit.kernels.dynamic import trailing_index
+
+        return trailing_index(operand, out, i)
     return f"{operand.name}[{g.const(broadcast_map(operand.shape, out.shape))}[{i}]]"
 
 
 def each(g: Any, out: Any, expression: Callable[[str], str], clamp: tuple[float, float] | None = None) -> None:
     """Write ``out[i] = expression(i)`` for every element (optionally clamped to a fused
-    activation's range, NaN kept, as LiteRT clamps)."""
-    if out.size == 0:
+    activation's range, NaN kept, as LiteRT clamps). A count known only at run time (an
+    operand of run-time shape) is always a loop."""
+    if not out.dynamic and out.size == 0:
         return
-    i = "0" if out.size == 1 else "i"
+    i = "0" if not out.dynamic and out.size == 1 else "i"
     body = [f"{out.name}[{i}] = {expression(i)}"]
     if clamp is not None:
         low, high = (repr(float(v)) if np.isfinite(v) else "np.inf" for v in clamp)
         body = [f"v = {expression(i)}", f"if v < {low}: v = {low}", f"elif v > {high}: v = {high}", f"{out.name}[{i}] = v"]
-    if out.size == 1:
+    if i == "0":
         for text in body:
             g.line(text)
         return
-    g.line(f"for i in range({out.size}):")
+    g.line(f"for i in range({out.count}):")
     with g.indented():
         for text in body:
             g.line(text)

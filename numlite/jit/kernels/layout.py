@@ -1,6 +1,10 @@
-"""CONCATENATION (block copies) and TRANSPOSE (an index map)."""
+"""CONCATENATION and PACK (block copies into the output), SPLIT, SPLIT_V and UNPACK (block
+copies out of the input), and TRANSPOSE (an index map)."""
 
 from __future__ import annotations
+
+import contextlib
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -8,24 +12,106 @@ from numlite.jit.kernels import emits
 from numlite.jit.kernels.common import require, same_dtypes, take
 
 
+def _blocks(g: Any, whole: Any, parts: Sequence[Any], outer: int, join: bool) -> None:
+    """``whole`` seen as ``outer`` rows, each the parts' rows side by side (a part of
+    ``size // outer`` elements per row): copy the parts into it (``join``) or out of it."""
+    row = whole.size // outer if outer else 0
+    offset = 0
+    for t in parts:
+        inner = t.size // outer if outer else 0
+        if inner:
+            if outer == 1:
+                w, p = f"{whole.name}[{offset} + c]", f"{t.name}[c]"
+            else:
+                w, p = f"{whole.name}[r * {row} + {offset} + c]", f"{t.name}[r * {inner} + c]"
+                g.line(f"for r in range({outer}):")
+            with g.indented() if outer != 1 else contextlib.nullcontext():
+                g.line(f"for c in range({inner}):")
+                g.line(f"    {w} = {p}" if join else f"    {p} = {w}")
+        offset += inner
+
+
+def _axis(axis: int, rank: int) -> int:
+    return axis + rank if axis < 0 else axis
+
+
+def _outer(shape: Sequence[int], axis: int) -> int:
+    return int(np.prod(shape[:axis], dtype=np.int64))
+
+
 @emits("CONCATENATION")
 def emit_concatenation(node, g) -> None:
     out = node.outs[0]
     require(not getattr(node.options, "fused_activation_function", 0), "CONCATENATION with a fused activation is not compiled")
     same_dtypes([*node.ins, out], (out.dtype,), "CONCATENATION")
-    rank = len(out.shape)
-    axis = node.options.axis if node.options is not None else 0
-    axis = axis + rank if axis < 0 else axis
-    outer = int(np.prod(out.shape[:axis], dtype=np.int64))
-    row = int(np.prod(out.shape[axis:], dtype=np.int64))
-    offset = 0
-    for t in node.ins:  # each input: outer blocks of `inner` elements, at `offset` in each output row
-        inner = t.size // outer if outer else 0
-        if inner:
-            g.line(f"for r in range({outer}):")
-            g.line(f"    for c in range({inner}):")
-            g.line(f"        {out.name}[r * {row} + {offset} + c] = {t.name}[r * {inner} + c]")
-        offset += inner
+    if node.dynamic:
+        _concatenate_dynamic(node, g)
+        return
+    axis = _axis(node.options.axis if node.options is not None else 0, len(out.shape))
+    _blocks(g, out, node.ins, _outer(out.shape, axis), join=True)
+
+
+emit_concatenation.run_time_shapes = True
+
+
+def _concatenate_dynamic(node, g) -> None:
+    """CONCATENATION of operands of run-time shape: dims outside the axis checked at run time
+    where they are not the same here (with Concatenation.prepare's message), then a block copy
+    per input with run-time offsets."""
+    from numlite.jit.kernels.dynamic import shape_text
+    from numlite.jit.kernels.shape import _product
+
+    first = node.ins[0]
+    rank = len(first.shape)
+    require(rank > 0 and all(len(t.shape) == rank for t in node.ins), "CONCATENATION of scalars or mixed ranks is not compiled")
+    axis = _axis(node.options.axis if node.options is not None else 0, rank)
+    shape = list(first.shape)
+    for t in node.ins[1:]:
+        differ = [(a, b) for d, (a, b) in enumerate(zip(first.shape, t.shape)) if d != axis and a != b]
+        require(not any(isinstance(a, int) and isinstance(b, int) for a, b in differ), "CONCATENATION of shapes that differ is not compiled")
+        if differ:
+            text0, values0 = shape_text(first.shape)
+            text1, values1 = shape_text(t.shape)
+            g.fail_if(" or ".join(f"{a} != {b}" for a, b in differ), f"shapes {text0} and {text1} differ outside axis {axis}", [*values0, *values1])
+        shape = [b if d != axis and isinstance(b, int) else a for d, (a, b) in enumerate(zip(shape, t.shape))]
+    along = [t.shape[axis] for t in node.ins]
+    known = sum(d for d in along if isinstance(d, int))
+    shape[axis] = " + ".join([*(d for d in along if isinstance(d, str)), str(known)]) if any(isinstance(d, str) for d in along) else known
+    out = g.result(node, 0, shape)
+    outer, row = _product(out.shape[:axis]), _product(out.shape[axis:])
+    offset = g.name("o")
+    g.line(f"{offset} = 0")
+    for t in node.ins:
+        inner = g.name("n")
+        g.line(f"{inner} = {_product(t.shape[axis:])}")
+        g.line(f"for r in range({outer}):")
+        g.line(f"    for c in range({inner}):")
+        g.line(f"        {out.name}[r * {row} + {offset} + c] = {t.name}[r * {inner} + c]")
+        g.line(f"{offset} += {inner}")
+
+
+@emits("PACK")
+def emit_pack(node, g) -> None:
+    out = node.outs[0]
+    same_dtypes([*node.ins, out], (out.dtype,), "PACK")
+    axis = _axis(node.options.axis, len(out.shape))  # the new axis, in the output's rank
+    _blocks(g, out, node.ins, _outer(out.shape, axis), join=True)
+
+
+@emits("SPLIT", "SPLIT_V", "UNPACK")
+def emit_split(node, g) -> None:
+    # Prepare resolved the axis (a constant, else the node is dynamic and never reaches here)
+    # and checked the parts' sizes; the parts are consecutive blocks of each row of the input.
+    x = node.ins[{"SPLIT": 1, "SPLIT_V": 0, "UNPACK": 0}[node.op_name]]
+    same_dtypes([x, *node.outs], (x.dtype,), node.op_name)
+    if node.op_name == "UNPACK":
+        axis = _axis(node.options.axis, len(x.shape))
+    else:
+        a = node.ins[0 if node.op_name == "SPLIT" else 2]
+        require(a.value is not None, f"{node.op_name} with an axis computed at run time is not compiled")
+        axis = _axis(int(np.asarray(a.value).reshape(-1)[0]), len(x.shape))
+    require(sum(o.size for o in node.outs) == x.size, f"{node.op_name} whose parts do not cover the input is not compiled")
+    _blocks(g, x, node.outs, _outer(x.shape, axis), join=False)
 
 
 @emits("TRANSPOSE")
