@@ -12,12 +12,18 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORE = ["tests/test_interpreter.py", "tests/test_control_flow.py"]
 
-BLOCKER = '''
+# sitecustomize runs at the start of every Python process with it on the path: the child pytest
+# and the processes its tests start.
+SITECUSTOMIZE = '''
+import sys
+
+sys.modules["numba"] = None  # "import numba" raises ImportError
+'''
+
+CHECK = '''
 import sys
 
 import pytest
-
-sys.modules["numba"] = None  # "import numba" raises ImportError
 
 
 @pytest.fixture(autouse=True)
@@ -30,11 +36,12 @@ def _numba_stays_missing():
 
 
 def test_the_core_suite_passes_without_numba(tmp_path):
-    (tmp_path / "numba_blocker.py").write_text(BLOCKER)
+    (tmp_path / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    (tmp_path / "numba_check.py").write_text(CHECK)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), ROOT]), "NUMLITE_JIT": "1",
            "NUMLITE_CACHE_DIR": str(tmp_path / "cache")}
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-o", "addopts=", "-q", "-p", "no:cacheprovider", "-p", "numba_blocker", "-p", "no:xdist", *CORE],
+        [sys.executable, "-m", "pytest", "-o", "addopts=", "-q", "-p", "no:cacheprovider", "-p", "numba_check", "-p", "no:xdist", *CORE],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
     )
     summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr[-2000:]
