@@ -261,7 +261,9 @@ class Generator:
         self.subgraph(self.root, [s for _, s, _ in self.inputs], [s for _, s, _ in self.outputs], (), 1)
         arenas = self.arenas
         arenas.plan(self.lines, self.slots, {s for _, s, _ in (*self.inputs, *self.outputs)})
-        body = ["@njit(cache=True, nogil=True)", "def run(A, ctl):"]
+        # error_model="numpy": a float division by zero gives inf or NaN, as in NumPy and LiteRT
+        # (Numba's default, "python", raises ZeroDivisionError: RSQRT(0), DIV by 0.0, MEAN of nothing).
+        body = ['@njit(cache=True, nogil=True, error_model="numpy")', "def run(A, ctl):"]
         body += [f"    a{a} = A[{a}]" for a in sorted({s.arena for s in self.slots if not s.constant})]
         tensors = sorted((s for s in self.slots if not s.constant), key=lambda s: (s.arena, arenas.offsets[s], s.key))
         body += [f"    {s.name} = a{s.arena}[{arenas.offsets[s]}:{arenas.offsets[s] + s.size}]" for s in tensors]

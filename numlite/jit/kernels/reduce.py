@@ -36,7 +36,7 @@ def emit(node, g) -> None:
     require(int(np.prod(kept, dtype=np.int64)) == out.size, f"{node.op_name} of {x.shape} into {out.shape} is not compiled")
     iota = np.arange(out.size, dtype=np.int64).reshape(kept)
     m = g.const(np.ascontiguousarray(np.broadcast_to(iota, x.shape)).reshape(-1))
-    count = max(x.size // out.size, 1) if node.op_name == "MEAN" and out.size else 1
+    count = x.size // out.size if node.op_name == "MEAN" and out.size else 1  # 0 for an empty input: 0 / 0 is NaN
     acc = g.temp(out.shape, np.float64 if floats else np.int64)
     g.line(f"{g.kernel(sum_into)}({x.name}, {m}, {acc.name})")
     each(g, out, lambda i: f"{acc.name}[{i}] / {float(count)!r}" if count != 1 else f"{acc.name}[{i}]")
