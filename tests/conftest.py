@@ -31,12 +31,19 @@ ENGINE_FILES = {
     "test_indexing.py", "test_layout.py", "test_logical.py", "test_reduce.py", "test_selection.py",
     "test_shape.py", "test_sweep_kernels.py", "test_unary.py",
 }  # fmt: skip
+# NUMLITE_TEST_JIT: "forms" (default) compiles each form of generated code once per test process
+# (the jit variant of a case whose model is new only in its sizes and offsets is skipped, saying
+# so: Numba's compile of each model, ~0.5 s on an idle core, 2-3 s under load, would otherwise
+# cost the suite about 13 minutes); "all" compiles every case; "off" runs the NumPy engine only.
+JIT_TESTS = os.environ.get("NUMLITE_TEST_JIT", "forms")
+_COMPILED_SOURCES: set[str] = set()  # in this process: compiled once, a cache hit after
+_COMPILED_FORMS: set[str] = set()  # the same with every number replaced by N
 JIT_PROPERTY = "numlite_jit"  # the user_properties entry of a jit run: a list of (state, reason) per interpreter
 
 
 def pytest_generate_tests(metafunc):
     if "engine" in metafunc.fixturenames and os.path.basename(str(metafunc.definition.path)) in ENGINE_FILES:
-        metafunc.parametrize("engine", ["numpy", "jit"], indirect=True)
+        metafunc.parametrize("engine", ["numpy", "jit"] if JIT_TESTS != "off" else ["numpy"], indirect=True)
 
 
 @pytest.fixture(scope="session")
@@ -67,6 +74,7 @@ def engine(request):
     made, numpy_runs, compiled_runs = [], collections.Counter(), collections.Counter()
     monkeypatch = request.getfixturevalue("monkeypatch")
     init, invoke, run = jit_engine.JitManager.__init__, jit_engine.JitManager.invoke, jit_engine.CompiledModel.run
+    compile_model, claimed = jit_engine.CompiledModel.compile, set()
 
     def recording_init(self, interpreter, mode):
         init(self, interpreter, mode)
@@ -83,12 +91,25 @@ def engine(request):
         compiled_runs[id(self.interpreter._jit), self.root] += 1
         run(self)
 
+    def compile_each_form_once(self):
+        form = re.sub(r"\d+", "N", self.source)
+        if JIT_TESTS == "forms" and self.source not in _COMPILED_SOURCES and form in _COMPILED_FORMS and form not in claimed:
+            request.node.user_properties.append((JIT_PROPERTY, [("deduplicated", "")]))
+            pytest.skip("jit: an earlier case compiled this model's code up to its sizes (NUMLITE_TEST_JIT=all runs it)")
+        claimed.add(form)
+        compile_model(self)
+        _COMPILED_SOURCES.add(self.source)
+        _COMPILED_FORMS.add(form)
+
+    monkeypatch.setattr(jit_engine.CompiledModel, "compile", compile_each_form_once)
     monkeypatch.setattr(jit_engine.JitManager, "__init__", recording_init)
     monkeypatch.setattr(jit_engine.JitManager, "invoke", recording_invoke)
     monkeypatch.setattr(jit_engine.CompiledModel, "run", recording_run)
     monkeypatch.setenv("NUMLITE_JIT", "1")
     monkeypatch.setenv("NUMLITE_CACHE_DIR", request.getfixturevalue("jit_cache_dir"))
     yield name
+    if any(key == JIT_PROPERTY for key, _ in request.node.user_properties):
+        return  # skipped: deduplicated
     outcomes = []
     for manager in made:
         if manager.mode is not True:
@@ -132,18 +153,19 @@ def pytest_terminal_summary(terminalreporter):
         return
     write = terminalreporter.write_line
     write("")
-    write("jit engine: test cases per file (compiled: every interpreter of the case ran compiled; numpy: at least one "
-          "stayed on NumPy, for the reasons below; none: the case made no interpreter, or none allocated)")
+    write(f"jit engine (NUMLITE_TEST_JIT={JIT_TESTS}): test cases per file (compiled: every interpreter of the case ran "
+          "compiled; numpy: at least one stayed on NumPy, for the reasons below; none: the case made no interpreter, or "
+          "none allocated; skipped: the same code up to sizes was compiled by an earlier case)")
     files: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     forms: collections.Counter = collections.Counter()
     for file, outcomes in _JIT_RUNS:
         states = {s for s, _ in outcomes}
-        files[file]["numpy" if "numpy" in states else "compiled" if "compiled" in states else "none"] += 1
+        state = "numpy" if "numpy" in states else "compiled" if "compiled" in states else "skipped" if "deduplicated" in states else "none"
+        files[file][state] += 1
         forms.update(_fallback_form(r) for s, r in outcomes if s == "numpy")
-    for file, counts in sorted(files.items()):
-        write(f"  {file:32} {counts['compiled']:5} compiled {counts['numpy']:5} numpy {counts['none']:5} none")
     total = sum((c for c in files.values()), collections.Counter())
-    write(f"  {'total':32} {total['compiled']:5} compiled {total['numpy']:5} numpy {total['none']:5} none")
+    for file, counts in [*sorted(files.items()), ("total", total)]:
+        write(f"  {file:32} " + " ".join(f"{counts[k]:5} {k}" for k in ("compiled", "skipped", "numpy", "none")))
     if forms:
         write("jit engine: forms that stay on NumPy (interpreters)")
         for form, count in sorted(forms.items(), key=lambda kv: (-kv[1], kv[0])):
