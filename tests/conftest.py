@@ -31,13 +31,27 @@ ENGINE_FILES = {
     "test_indexing.py", "test_layout.py", "test_logical.py", "test_reduce.py", "test_selection.py",
     "test_shape.py", "test_sweep_kernels.py", "test_unary.py",
 }  # fmt: skip
-# NUMLITE_TEST_JIT: "forms" (default) compiles each form of generated code once per test process
-# (the jit variant of a case whose model is new only in its sizes and offsets is skipped, saying
+# NUMLITE_TEST_JIT: "forms" (default) compiles each form of generated code once per session, over
+# the xdist workers (the jit variant of a case whose model is new only in its sizes and offsets is skipped, saying
 # so: Numba's compile of each model, ~0.5 s on an idle core, 2-3 s under load, would otherwise
 # cost the suite about 13 minutes); "all" compiles every case; "off" runs the NumPy engine only.
 JIT_TESTS = os.environ.get("NUMLITE_TEST_JIT", "forms")
-_COMPILED_SOURCES: set[str] = set()  # in this process: compiled once, a cache hit after
-_COMPILED_FORMS: set[str] = set()  # the same with every number replaced by N
+
+
+def _claim_form(folder: str, source: str) -> bool:
+    """Whether this process is the first of the session to compile the generated code
+    ``source`` up to its numbers (a file per form in the session's cache, made exclusively)."""
+    import hashlib
+
+    form = re.sub(r"\d+", "N", source)
+    path = os.path.join(folder, "forms", hashlib.sha256(form.encode()).hexdigest()[:32])
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
+
 JIT_PROPERTY = "numlite_jit"  # the user_properties entry of a jit run: a list of (state, reason) per interpreter
 
 
@@ -73,6 +87,7 @@ def engine(request):
 
     made, numpy_runs, compiled_runs = [], collections.Counter(), collections.Counter()
     monkeypatch = request.getfixturevalue("monkeypatch")
+    folder = request.getfixturevalue("jit_cache_dir")
     init, invoke, run = jit_engine.JitManager.__init__, jit_engine.JitManager.invoke, jit_engine.CompiledModel.run
     compile_model, claimed = jit_engine.CompiledModel.compile, set()
 
@@ -92,21 +107,23 @@ def engine(request):
         run(self)
 
     def compile_each_form_once(self):
+        from numlite.jit import cache
+
         form = re.sub(r"\d+", "N", self.source)
-        if JIT_TESTS == "forms" and self.source not in _COMPILED_SOURCES and form in _COMPILED_FORMS and form not in claimed:
+        # The same source, compiled before in the session, loads from Numba's cache (milliseconds).
+        known = (cache.cache_dir() / f"numlite_jit_{cache.module_key(self.source)}.py").exists()
+        if JIT_TESTS == "forms" and not known and form not in claimed and not _claim_form(folder, self.source):
             request.node.user_properties.append((JIT_PROPERTY, [("deduplicated", "")]))
             pytest.skip("jit: an earlier case compiled this model's code up to its sizes (NUMLITE_TEST_JIT=all runs it)")
         claimed.add(form)
         compile_model(self)
-        _COMPILED_SOURCES.add(self.source)
-        _COMPILED_FORMS.add(form)
 
     monkeypatch.setattr(jit_engine.CompiledModel, "compile", compile_each_form_once)
     monkeypatch.setattr(jit_engine.JitManager, "__init__", recording_init)
     monkeypatch.setattr(jit_engine.JitManager, "invoke", recording_invoke)
     monkeypatch.setattr(jit_engine.CompiledModel, "run", recording_run)
     monkeypatch.setenv("NUMLITE_JIT", "1")
-    monkeypatch.setenv("NUMLITE_CACHE_DIR", request.getfixturevalue("jit_cache_dir"))
+    monkeypatch.setenv("NUMLITE_CACHE_DIR", folder)
     yield name
     if any(key == JIT_PROPERTY for key, _ in request.node.user_properties):
         return  # skipped: deduplicated
