@@ -10,7 +10,7 @@ read. Every case must end normally or with a ``numlite.NumliteError``: no other 
 crash, no case slower than ``CASE_SECONDS`` (a mutated WHILE loop that never ends is stopped by
 ``check_cancelled``), and no large growth of the process's peak memory.
 
-The first ``JIT_CASES`` mutants (``NUMLITE_FUZZ_JIT_CASES``, default 1,000: the compile of
+The first ``JIT_CASES`` mutants (``NUMLITE_FUZZ_JIT_CASES``, default 800: the compile of
 each new structure is what costs) also run on the compiled engine (``jit=True``, numlite.jit)
 when Numba is there, and must do exactly what it did on the NumPy engine: the same outputs (floats within 1e-5, NaN
 where NaN, integers and bools equal), or the same error class with the same message (a
@@ -59,8 +59,8 @@ SEED = int(os.environ.get("NUMLITE_FUZZ_SEED", "0"))
 CASE_SECONDS = 2.0  # no case may take longer (the cancellation deadline comes earlier)
 CANCEL_AFTER = 1.0  # seconds into invoke after which check_cancelled stops a case
 # The compiled engine runs the first JIT_CASES cases: each new structure costs a Numba compile (0.5-1 s
-# on an idle core, several under load; 10,000 cases hold about 75 structures, the first 1,000 about 15).
-JIT_CASES = int(os.environ.get("NUMLITE_FUZZ_JIT_CASES", "1000"))
+# on an idle core, several under load; the 10,000 cases hold about 75 compiled structures).
+JIT_CASES = int(os.environ.get("NUMLITE_FUZZ_JIT_CASES", "800"))
 JIT_CASE_FACTOR = 10  # a compiled case may also compile its model (seconds, many more under load)
 MAX_RSS_GROWTH = 1 << 30  # bytes the process's peak memory may grow over the whole run
 ADDRESS_SPACE_HEADROOM = 1 << 30  # bytes a case may map beyond what the process maps at start
@@ -565,4 +565,4 @@ def test_fuzz_cases(fuzz_limits, jit_cache_dir, monkeypatch):
     assert not failures, f"{len(failures)} failing case(s); the first ones:\n\n" + "\n\n".join(failures[:5])
     assert rss_growth < MAX_RSS_GROWTH, f"peak memory grew by {rss_growth >> 20} MiB"
     assert tally.outcomes["ran"] > 0 and tally.outcomes["ModelError"] > 0  # the mix reaches both ends
-    assert not jit or tally.jit_outcomes["ran compiled"] > 0
+    assert not jit or JIT_CASES == 0 or tally.jit_outcomes["ran compiled"] > 0
