@@ -9,3 +9,181 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # plain (Eigen) kernels are TensorFlow's own; they are read before TensorFlow is first imported.
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 sys.path.insert(0, os.path.dirname(__file__))
+
+# -- every kernel test on both engines (issue 24) ---------------------------------------------------
+#
+# The test files in ENGINE_FILES run each test twice: on the NumPy engine ("numpy") and on the
+# compiled engine ("jit"). The jit run sets NUMLITE_JIT=1, so every numlite.Interpreter(...) the test
+# makes without an explicit jit= compiles at allocate_tensors(); the test compares its outputs with
+# LiteRT or TensorFlow exactly as on NumPy (the reference is never numlite). After a jit run, every
+# interpreter it made is checked: a model the report calls compiled ran its invokes in compiled code;
+# one that stayed on NumPy did so for a NotCompiled reason (an op, dtype or form not covered), never
+# because compiling raised. What ran where is recorded (user_properties, so it crosses pytest-xdist)
+# and summed per file at the end of the session, with the ops and forms that fell back.
+
+import collections  # noqa: E402
+import re  # noqa: E402
+
+import pytest  # noqa: E402
+
+ENGINE_FILES = {
+    "test_activations.py", "test_binary.py", "test_builtin_ops.py", "test_control_flow.py", "test_dense.py",
+    "test_indexing.py", "test_layout.py", "test_logical.py", "test_reduce.py", "test_selection.py",
+    "test_shape.py", "test_sweep_kernels.py", "test_unary.py",
+}  # fmt: skip
+# NUMLITE_TEST_JIT: "forms" (default) compiles each form of generated code once per session, over
+# the xdist workers (the jit variant of a case whose model is new only in its sizes and offsets is skipped, saying
+# so: Numba's compile of each model, ~0.5 s on an idle core, 2-3 s under load, would otherwise
+# cost the suite about 13 minutes); "all" compiles every case; "off" runs the NumPy engine only.
+JIT_TESTS = os.environ.get("NUMLITE_TEST_JIT", "forms")
+
+
+def _claim_form(folder: str, source: str) -> bool:
+    """Whether this process is the first of the session to compile the generated code
+    ``source`` up to its numbers (a file per form in the session's cache, made exclusively)."""
+    import hashlib
+
+    form = re.sub(r"\d+", "N", source)
+    path = os.path.join(folder, "forms", hashlib.sha256(form.encode()).hexdigest()[:32])
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
+
+JIT_PROPERTY = "numlite_jit"  # the user_properties entry of a jit run: a list of (state, reason) per interpreter
+
+
+def pytest_generate_tests(metafunc):
+    if "engine" in metafunc.fixturenames and os.path.basename(str(metafunc.definition.path)) in ENGINE_FILES:
+        metafunc.parametrize("engine", ["numpy", "jit"] if JIT_TESTS != "off" else ["numpy"], indirect=True)
+
+
+@pytest.fixture(scope="session")
+def jit_cache_dir(tmp_path_factory):
+    """One cache of compiled modules for the session, shared by the xdist workers (the modules are
+    keyed by their source and written atomically): one-op models of one structure compile once."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    folder = root / "numlite-jit-cache"
+    folder.mkdir(exist_ok=True)
+    return str(folder)
+
+
+@pytest.fixture(autouse=True)
+def engine(request):
+    """"numpy" (every test outside ENGINE_FILES), or "jit": see the comment above."""
+    name = getattr(request, "param", "numpy")
+    if name != "jit":
+        yield name
+        return
+    from numlite import jit
+
+    if not jit.available():
+        pytest.skip(f"the compiled engine needs Numba: {jit.status()}")
+    from numlite.jit import engine as jit_engine
+
+    made, numpy_runs, compiled_runs = [], collections.Counter(), collections.Counter()
+    monkeypatch = request.getfixturevalue("monkeypatch")
+    folder = request.getfixturevalue("jit_cache_dir")
+    init, invoke, run = jit_engine.JitManager.__init__, jit_engine.JitManager.invoke, jit_engine.CompiledModel.run
+    compile_model, claimed = jit_engine.CompiledModel.compile, set()
+
+    def recording_init(self, interpreter, mode):
+        init(self, interpreter, mode)
+        made.append(self)
+
+    def recording_invoke(self, sg, numpy_invoke):
+        def on_numpy():
+            numpy_runs[id(self), sg.index] += 1
+            numpy_invoke()
+
+        invoke(self, sg, on_numpy)
+
+    def recording_run(self):
+        compiled_runs[id(self.interpreter._jit), self.root] += 1
+        run(self)
+
+    def compile_each_form_once(self):
+        from numlite.jit import cache
+
+        form = re.sub(r"\d+", "N", self.source)
+        # The same source, compiled before in the session, loads from Numba's cache (milliseconds).
+        known = (cache.cache_dir() / f"numlite_jit_{cache.module_key(self.source)}.py").exists()
+        if JIT_TESTS == "forms" and not known and form not in claimed and not _claim_form(folder, self.source):
+            request.node.user_properties.append((JIT_PROPERTY, [("deduplicated", "")]))
+            pytest.skip("jit: an earlier case compiled this model's code up to its sizes (NUMLITE_TEST_JIT=all runs it)")
+        claimed.add(form)
+        compile_model(self)
+
+    monkeypatch.setattr(jit_engine.CompiledModel, "compile", compile_each_form_once)
+    monkeypatch.setattr(jit_engine.JitManager, "__init__", recording_init)
+    monkeypatch.setattr(jit_engine.JitManager, "invoke", recording_invoke)
+    monkeypatch.setattr(jit_engine.CompiledModel, "run", recording_run)
+    monkeypatch.setenv("NUMLITE_JIT", "1")
+    monkeypatch.setenv("NUMLITE_CACHE_DIR", folder)
+    yield name
+    if any(key == JIT_PROPERTY for key, _ in request.node.user_properties):
+        return  # skipped: deduplicated
+    outcomes = []
+    for manager in made:
+        if manager.mode is not True:
+            continue  # an explicit jit="auto" of the test itself
+        roots = manager.report()["subgraphs"]
+        if not roots:
+            outcomes.append(("not allocated", ""))  # allocate_tensors failed before the engine saw it
+            continue
+        for root, entry in roots.items():
+            reason = entry.get("reason", "")
+            if entry["compiled"]:
+                assert not numpy_runs[id(manager), root], f"subgraph {root} is reported compiled but ran on NumPy"
+                ran = compiled_runs[id(manager), root]
+                outcomes.append(("compiled" if ran else "compiled, not invoked", ""))
+            else:
+                assert reason.startswith("runs on NumPy: ") and "compiling failed" not in reason, \
+                    f"the compiled engine failed on subgraph {root} instead of a NotCompiled fallback: {reason!r}"
+                outcomes.append(("numpy", reason))
+    request.node.user_properties.append((JIT_PROPERTY, outcomes))
+
+
+_JIT_RUNS: list[tuple[str, list]] = []  # (file, [(state, reason) per interpreter]) of every jit run
+
+
+def pytest_runtest_logreport(report):
+    if report.when != "teardown":  # the engine fixture records at its teardown
+        return
+    for key, value in report.user_properties:
+        if key == JIT_PROPERTY:
+            _JIT_RUNS.append((report.nodeid.split("::")[0].rsplit("/", 1)[-1], value))
+
+
+def _fallback_form(reason: str) -> str:
+    """A fallback reason without its subgraph and node numbers, to count equal forms together."""
+    reason = re.sub(r"subgraph \d+, node \d+ ", "", reason.removeprefix("runs on NumPy: "))
+    return re.sub(r"(subgraph \d+[:,] )?tensor \d+", "a tensor", reason)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _JIT_RUNS:
+        return
+    write = terminalreporter.write_line
+    write("")
+    write(f"jit engine (NUMLITE_TEST_JIT={JIT_TESTS}): test cases per file (compiled: every interpreter of the case ran "
+          "compiled; numpy: at least one stayed on NumPy, for the reasons below; none: the case made no interpreter, or "
+          "none allocated; skipped: the same code up to sizes was compiled by an earlier case)")
+    files: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    forms: collections.Counter = collections.Counter()
+    for file, outcomes in _JIT_RUNS:
+        states = {s for s, _ in outcomes}
+        state = "numpy" if "numpy" in states else "compiled" if "compiled" in states else "skipped" if "deduplicated" in states else "none"
+        files[file][state] += 1
+        forms.update(_fallback_form(r) for s, r in outcomes if s == "numpy")
+    total = sum((c for c in files.values()), collections.Counter())
+    for file, counts in [*sorted(files.items()), ("total", total)]:
+        write(f"  {file:32} " + " ".join(f"{counts[k]:5} {k}" for k in ("compiled", "skipped", "numpy", "none")))
+    if forms:
+        write("jit engine: forms that stay on NumPy (interpreters)")
+        for form, count in sorted(forms.items(), key=lambda kv: (-kv[1], kv[0])):
+            write(f"  {count:5}  {form}")

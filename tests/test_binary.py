@@ -131,6 +131,17 @@ def test_atan2_quadrants_and_special_values():
     np.testing.assert_allclose(expected, np.arctan2(y, x), rtol=1e-6)  # the premise: C's atan2
 
 
+def test_div_by_zero_and_special_values():
+    """Float DIV by signed zeros gives signed infinities, 0 / 0 and inf / inf NaN, as in LiteRT
+    (the compiled engine once raised ZeroDivisionError: Numba's Python error model)."""
+    model = convert(lambda x, y: tf.divide(x, y), [tf.TensorSpec((10,), tf.float32)] * 2, key=("div", "specials"))
+    inf, nan = np.inf, np.nan
+    x = np.array([1.0, -1.0, 1.0, 0.0, -0.0, inf, inf, nan, 3.0, -2.0], np.float32)
+    y = np.array([0.0, 0.0, -0.0, 0.0, 0.0, inf, 0.0, 0.0, nan, 0.5], np.float32)
+    (expected,) = assert_matches_litert(model, [x, y])
+    np.testing.assert_array_equal(np.signbit(expected[:3]), [False, True, True])  # the premise: IEEE signed infinities
+
+
 # The converter refuses tf.atan2 on shapes that differ ("requires the same type for all
 # operands"), so there is no broadcasting case to compare.
 

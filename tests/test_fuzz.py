@@ -10,6 +10,15 @@ read. Every case must end normally or with a ``numlite.NumliteError``: no other 
 crash, no case slower than ``CASE_SECONDS`` (a mutated WHILE loop that never ends is stopped by
 ``check_cancelled``), and no large growth of the process's peak memory.
 
+The first ``JIT_CASES`` mutants (``NUMLITE_FUZZ_JIT_CASES``, default 800: the compile of
+each new structure is what costs) also run on the compiled engine (``jit=True``, numlite.jit)
+when Numba is there, and must do exactly what it did on the NumPy engine: the same outputs (floats within 1e-5, NaN
+where NaN, integers and bools equal), or the same error class with the same message (a
+cancellation only the same class: where it stops depends on the clock). The compiled engine must
+compile the mutant or leave it on NumPy with a NotCompiled reason (never "compiling failed"); a
+compiled loop that never ends is stopped by ``Interpreter.cancel()`` from a timer. Mutants of one
+structure share their compiled code (the session's cache is keyed by the generated source).
+
 The run is deterministic: case ``i`` draws its mutation from ``random.Random(f"{SEED}:{i}")``,
 so a failure names the case that reproduces it. By default 10,000 cases run (well under a
 minute on two cores). A longer session, with another seed:
@@ -40,6 +49,8 @@ import tensorflow as tf
 
 import numlite
 import numlite.model.verifier as verifier
+import threading
+
 from helpers import convert, convert_keras
 from numlite.model import Buffer, Options, Quantization, read_model, schema, write_model
 
@@ -47,6 +58,10 @@ CASES = int(os.environ.get("NUMLITE_FUZZ_CASES", "10000"))
 SEED = int(os.environ.get("NUMLITE_FUZZ_SEED", "0"))
 CASE_SECONDS = 2.0  # no case may take longer (the cancellation deadline comes earlier)
 CANCEL_AFTER = 1.0  # seconds into invoke after which check_cancelled stops a case
+# The compiled engine runs the first JIT_CASES cases: each new structure costs a Numba compile (0.5-1 s
+# on an idle core, several under load; the 10,000 cases hold about 75 compiled structures).
+JIT_CASES = int(os.environ.get("NUMLITE_FUZZ_JIT_CASES", "800"))
+JIT_CASE_FACTOR = 10  # a compiled case may also compile its model (seconds, many more under load)
 MAX_RSS_GROWTH = 1 << 30  # bytes the process's peak memory may grow over the whole run
 ADDRESS_SPACE_HEADROOM = 1 << 30  # bytes a case may map beyond what the process maps at start
 FUZZ_LIMITS = {
@@ -335,8 +350,8 @@ def truncate(rng: random.Random, content: bytes) -> tuple[str, bytes]:
 # ------------------------------------------------------------------------------ running a case
 
 
-def run_case(content: bytes) -> None:
-    """What a user does with a model; raises whatever numlite raises."""
+def run_case(content: bytes) -> list[np.ndarray]:
+    """What a user does with a model; returns its outputs, raises whatever numlite raises."""
     deadline = None
 
     def cancelled() -> bool:
@@ -348,8 +363,59 @@ def run_case(content: bytes) -> None:
         interpreter.set_tensor(d["index"], np.zeros(d["shape"], d["dtype"]))
     deadline = time.perf_counter() + CANCEL_AFTER
     interpreter.invoke()
-    for d in interpreter.get_output_details():
-        interpreter.get_tensor(d["index"])
+    return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+
+
+def run_case_unwatched(content: bytes, jit: bool) -> tuple[list[np.ndarray], str]:
+    """``run_case`` on the compiled engine (``jit``) or the NumPy engine, without a per-operator
+    hook (which would keep the model on NumPy): stopped by ``cancel()`` after ``CANCEL_AFTER``
+    (a compiled loop polls that flag). Returns the outputs and the jit report's reason ("" when
+    the model ran compiled)."""
+    interpreter = numlite.Interpreter(model_content=content, jit=jit)
+    interpreter.allocate_tensors()
+    for d in interpreter.get_input_details():
+        interpreter.set_tensor(d["index"], np.zeros(d["shape"], d["dtype"]))
+    timer = threading.Timer(CANCEL_AFTER, interpreter.cancel)
+    timer.start()
+    try:
+        interpreter.invoke()
+    finally:
+        timer.cancel()
+    outputs = [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+    return outputs, interpreter.jit_report()["subgraphs"].get(0, {}).get("reason", "") if jit else "NumPy"
+
+
+def outcome_of(run: Callable[[], Any]) -> tuple[str, Any]:
+    """("ran", what ``run`` returned) or (the NumliteError's class, the error); anything else raises."""
+    try:
+        return "ran", run()
+    except numlite.NumliteError as e:
+        return type(e).__name__, e
+
+
+def compare_engines(numpy_outcome: tuple[str, Any], jit_outcome: tuple[str, Any]) -> str | None:
+    """Why the compiled engine's outcome differs from the NumPy engine's (None when it does not)."""
+    (kind, value), (jit_kind, jit_value) = numpy_outcome, jit_outcome
+    if jit_kind == "ran" and "compiling failed" in jit_value[1]:
+        return f"the compiled engine failed instead of a NotCompiled fallback: {jit_value[1]}"
+    if "CancelledError" in (kind, jit_kind):
+        return None  # one engine ran out of time (the compiled one is faster): nothing to compare
+    if kind != jit_kind:
+        return f"NumPy engine: {kind} {value if kind != 'ran' else ''}; compiled engine: {jit_kind} {jit_value if jit_kind != 'ran' else ''}"
+    if kind != "ran":
+        if str(value) != str(jit_value):
+            return f"{kind} messages differ: NumPy engine {str(value)!r}, compiled engine {str(jit_value)!r}"
+        return None
+    (outputs, _), (jit_outputs, _) = value, jit_value
+    if len(outputs) != len(jit_outputs):
+        return f"{len(outputs)} outputs on NumPy, {len(jit_outputs)} compiled"
+    for k, (a, b) in enumerate(zip(outputs, jit_outputs)):
+        if a.dtype != b.dtype or a.shape != b.shape:
+            return f"output {k}: {a.dtype}{a.shape} on NumPy, {b.dtype}{b.shape} compiled"
+        same = np.allclose(a, b, rtol=1e-5, atol=1e-5, equal_nan=True) if a.dtype.kind in "fc" else np.array_equal(a, b)
+        if not same:
+            return f"output {k} differs: NumPy engine {a.reshape(-1)[:8]}, compiled engine {b.reshape(-1)[:8]}"
+    return None
 
 
 @contextlib.contextmanager
@@ -400,6 +466,8 @@ class Tally:
         self.by_kind: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
         self.failures: list[str] = []
         self.slowest = (0.0, "")
+        self.jit_outcomes: collections.Counter = collections.Counter()  # on the compiled engine
+        self.jit_seconds = 0.0  # spent in the two unwatched runs the engines are compared on
 
     def add(self, kind: str, outcome: str) -> None:
         self.outcomes[outcome] += 1
@@ -413,7 +481,7 @@ class Tally:
         return "\n".join(lines)
 
 
-def fuzz_case(case: int, bases: dict[str, bytes], models: dict[str, Any], tally: Tally) -> None:
+def fuzz_case(case: int, bases: dict[str, bytes], models: dict[str, Any], tally: Tally, jit: bool = False) -> None:
     """Draw case ``case``'s mutation, run it, and record what happened."""
     rng = random.Random(f"{SEED}:{case}")
     name = rng.choice(sorted(bases))
@@ -428,41 +496,68 @@ def fuzz_case(case: int, bases: dict[str, bytes], models: dict[str, Any], tally:
         tally.add(kind, "unwritable")
         return
     what = f"case {case} ({name}, {described})"
-    t0 = time.perf_counter()
-    try:
-        run_case(content)
-        outcome = "ran"
-    except numlite.NumliteError as e:
-        outcome = type(e).__name__
-        if memory_error_in_chain(e):  # a kernel asked for memory the verified shapes do not need
-            tally.failures.append(f"{what}: memory blow-up:\n{traceback.format_exc()}")
-    except Exception:  # anything else is a bug
-        outcome = "FAILED"
-        tally.failures.append(f"{what}:\n{traceback.format_exc()}")
-    elapsed = time.perf_counter() - t0
-    if elapsed > tally.slowest[0]:
-        tally.slowest = (elapsed, f"{what} -> {outcome}")
-    if elapsed > CASE_SECONDS:
-        tally.failures.append(f"{what} took {elapsed:.2f} s -> {outcome}")
-    tally.add(kind, outcome)
+    # The watched NumPy run (check_cancelled: the per-operator path) as always; with ``jit``, the
+    # compiled engine and the NumPy engine as an application runs them (no hook), compared.
+    for engine in ("numpy", "unwatched", "jit") if jit else ("numpy",):
+        t0 = time.perf_counter()
+        if engine == "unwatched":
+            tally.jit_seconds -= time.process_time()  # CPU time: wall time means little on a loaded machine
+        try:
+            if engine == "numpy":
+                result = outcome_of(lambda: run_case(content))
+            else:
+                result = outcome_of(lambda: run_case_unwatched(content, engine == "jit"))
+            outcome = result[0]
+            if memory_error_in_chain(result[1] if outcome != "ran" else None):  # memory the verified shapes do not need
+                tally.failures.append(f"{what} on {engine}: memory blow-up:\n{result[1]!r}")
+        except Exception:  # anything else is a bug
+            outcome = result = "FAILED"
+            tally.failures.append(f"{what} on {engine}:\n{traceback.format_exc()}")
+        elapsed = time.perf_counter() - t0
+        if engine == "jit":
+            tally.jit_seconds += time.process_time()
+        if engine == "numpy":
+            if elapsed > tally.slowest[0]:
+                tally.slowest = (elapsed, f"{what} -> {outcome}")
+            tally.add(kind, outcome)
+        elif engine == "unwatched":
+            numpy_result = result
+        elif outcome != "FAILED" and numpy_result != "FAILED":
+            compiled = outcome == "ran" and not result[1][1]
+            tally.jit_outcomes["ran compiled" if compiled else outcome] += 1
+            difference = compare_engines(numpy_result, result)
+            if difference is not None:
+                tally.failures.append(f"{what}: the engines differ: {difference}")
+        # a compiled case may compile once (its structure is new), in seconds under load
+        if elapsed > CASE_SECONDS * (1 if engine == "numpy" else JIT_CASE_FACTOR):
+            tally.failures.append(f"{what} took {elapsed:.2f} s on {engine} -> {outcome}")
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # NaN and overflow in mutated weights
-def test_fuzz_cases(fuzz_limits):
+def test_fuzz_cases(fuzz_limits, jit_cache_dir, monkeypatch):
     bases = {name: make() for name, make in MODELS.items()}
     models = {name: read_model(content) for name, content in bases.items()}
+    jit = numlite.jit.available()  # Numba is imported here, before the address-space guard
+    monkeypatch.setenv("NUMLITE_CACHE_DIR", jit_cache_dir)
     for content in bases.values():
-        run_case(content)  # every unmutated model runs
+        expected = run_case(content)  # every unmutated model runs
+        if jit:  # and gives the same outputs compiled
+            assert compare_engines(("ran", (expected, "")), outcome_of(lambda: run_case_unwatched(content, True))) is None
     tally = Tally()
     rss_before = peak_rss_bytes()
     start = time.perf_counter()
     with address_space_guard(ADDRESS_SPACE_HEADROOM):
         for case in range(CASES):
-            fuzz_case(case, bases, models, tally)
+            fuzz_case(case, bases, models, tally, jit and case < JIT_CASES)
     total = time.perf_counter() - start
     rss_growth = peak_rss_bytes() - rss_before
 
     print(f"\nfuzz: {CASES} cases (seed {SEED}) in {total:.1f} s; peak RSS grew by {rss_growth >> 20} MiB")
+    if jit:
+        print(f"compiled engine: the first {min(CASES, JIT_CASES)} cases, compared in {tally.jit_seconds:.1f} CPU s: "
+              + ", ".join(f"{k} {v}" for k, v in tally.jit_outcomes.most_common()))
+    else:
+        print(f"compiled engine not run: {numlite.jit.status()}")
     print(tally.report())
     failures = tally.failures
     for failure in failures:
@@ -470,3 +565,4 @@ def test_fuzz_cases(fuzz_limits):
     assert not failures, f"{len(failures)} failing case(s); the first ones:\n\n" + "\n\n".join(failures[:5])
     assert rss_growth < MAX_RSS_GROWTH, f"peak memory grew by {rss_growth >> 20} MiB"
     assert tally.outcomes["ran"] > 0 and tally.outcomes["ModelError"] > 0  # the mix reaches both ends
+    assert not jit or JIT_CASES == 0 or tally.jit_outcomes["ran compiled"] > 0

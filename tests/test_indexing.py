@@ -631,7 +631,7 @@ def test_gather_of_one_out_of_range_position_is_an_error(bad):
 
 
 @pytest.mark.parametrize("row_views", [True, False], ids=["row views", "indexed"])
-def test_gather_of_one_position_on_repeated_invokes(row_views, monkeypatch):
+def test_gather_of_one_position_on_repeated_invokes(row_views, monkeypatch, engine):
     """A 0-d position along the first axis is one call in the compiled plan (``direct``),
     picking from views of the rows made once (or indexing the array, for inputs of more than
     ``ROW_VIEWS`` rows): new positions and new data at each invoke of one allocation give
@@ -654,7 +654,7 @@ def test_gather_of_one_position_on_repeated_invokes(row_views, monkeypatch):
         actual = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
         np.testing.assert_array_equal(actual, run_litert(model, inputs)[0])
     name = "_gather_row" if row_views else "_gather_position"
-    assert any(fn.__name__ == name for _, fn, _ in interpreter.subgraph(0)._program.calls)
+    assert engine != "numpy" or any(fn.__name__ == name for _, fn, _ in interpreter.subgraph(0)._program.calls)  # its plan
     for bad in (5, -1):
         interpreter.set_tensor(interpreter.get_input_details()[1]["index"], np.array(bad, np.int32))
         with pytest.raises(numlite.InvokeError, match=rf"node \d+ \(GATHER\) failed: gather index {bad} is out of range \[0, 5\)"):

@@ -450,7 +450,7 @@ def test_logical_reduce_rejects_non_bool(name):
     ids=["global pool", "global pool, batch 2", "last axis", "first axis"],
 )
 @pytest.mark.parametrize("name", ["MEAN", "SUM"])
-def test_float_mean_and_sum_as_one_product_on_repeated_invokes(name, shape, axes):
+def test_float_mean_and_sum_as_one_product_on_repeated_invokes(name, shape, axes, engine):
     """A float32 MEAN or SUM over consecutive axes of 16 values or more is one BLAS product with
     ones (and MEAN's division), on views made at the first invoke (MEAN) or when the plan is
     compiled at the second (SUM's direct call), then reused: new data at each invoke of one
@@ -465,6 +465,8 @@ def test_float_mean_and_sum_as_one_product_on_repeated_invokes(name, shape, axes
         interpreter.invoke()
         actual = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
         np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5)
+    if engine != "numpy":
+        return  # the NumPy engine's own machinery (the compiled engine runs none of it)
     (step,) = [st for st in interpreter.subgraph(0).steps if st.op_name == name]
     kernel = getattr(step.kernel, "impl", step.kernel)  # the float kernel behind the dispatch
     if name == "MEAN":

@@ -183,7 +183,7 @@ def min_nan(x, y):
 
 @kernel
 def relu(x):
-    return x if x > 0 or x != x else x * 0  # x * 0: a zero of x's type
+    return x if x > 0 or x != x else 0  # not x * 0, which is NaN for -inf (0 stores as x's type)
 
 
 @kernel

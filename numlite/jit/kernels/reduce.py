@@ -32,7 +32,7 @@ def emit(node, g) -> None:
     floats = x.dtype == F32 == out.dtype
     require(floats or (node.op_name == "SUM" and x.dtype == out.dtype and x.dtype.kind == "i"),
             f"{node.op_name} of {x.dtype.name} is not compiled")
-    count = max(x.size // out.size, 1) if node.op_name == "MEAN" and out.size else 1
+    count = x.size // out.size if node.op_name == "MEAN" and out.size else 1  # 0 for an empty input: 0 / 0 is NaN
     acc = sums(node, g, np.float64 if floats else np.int64)
     each(g, out, lambda i: f"{acc.name}[{i}] / {float(count)!r}" if count != 1 else f"{acc.name}[{i}]")
 
