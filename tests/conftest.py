@@ -106,7 +106,7 @@ def engine(request):
         compiled_runs[id(self.interpreter._jit), self.root] += 1
         run(self)
 
-    def compile_each_form_once(self):
+    def compile_each_form_once(self, *args, **kwargs):
         from numlite.jit import cache
 
         form = re.sub(r"\d+", "N", self.source)
@@ -116,7 +116,7 @@ def engine(request):
             request.node.user_properties.append((JIT_PROPERTY, [("deduplicated", "")]))
             pytest.skip("jit: an earlier case compiled this model's code up to its sizes (NUMLITE_TEST_JIT=all runs it)")
         claimed.add(form)
-        compile_model(self)
+        compile_model(self, *args, **kwargs)
 
     monkeypatch.setattr(jit_engine.CompiledModel, "compile", compile_each_form_once)
     monkeypatch.setattr(jit_engine.JitManager, "__init__", recording_init)

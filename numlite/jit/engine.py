@@ -90,7 +90,7 @@ class CompiledModel:
         self.state = State(self.interpreter, gen.variables, gen.call_once) if gen.variables or gen.call_once else None
         self.threads = gen.threads if gen.parallel else 0  # the prange loops' thread count (0: none)
         # Run-time shapes: the ctl slots of error values and of the dims of root outputs of
-        # run-time shape (returned by the compiled function after its code, see run_dynamic).
+        # run-time shape (returned by the compiled function after its code, see _run_dynamic).
         from numlite.jit.kernels.common import CTL_SIZE
 
         self.ctl_size = gen.ctl_size
@@ -98,8 +98,6 @@ class CompiledModel:
         self.errors_at = CTL_SIZE + len(gen.arenas.constants)
         self.dims_at = self.errors_at + gen.error_values
         self.dynamic_outputs = list(gen.dynamic_outputs)
-        if self.dynamic_outputs:
-            self.run = self.run_dynamic  # type: ignore[method-assign]
         subgraph = self.interpreter.subgraph
         self._watched = [(subgraph(i), g) for i, g in self.generations.items()]
 
@@ -198,10 +196,12 @@ class CompiledModel:
     def run(self) -> None:
         """One invoke (the inputs and outputs are the arena views: see :meth:`attach`; the
         compiled ``main`` clears the cancel flag and the error code)."""
-        if self._state_bound() and self._call():
+        if self.dynamic_outputs:
+            self._run_dynamic()
+        elif self._state_bound() and self._call():
             raise self._error()
 
-    def run_dynamic(self) -> None:
+    def _run_dynamic(self) -> None:
         """:meth:`run` of a model with root outputs of run-time shape: the compiled function
         returns their arrays after its code, and their dims in ctl; they become the
         interpreter's arrays of those tensors, with their shapes (as the NumPy engine stores a
