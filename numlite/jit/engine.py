@@ -127,7 +127,7 @@ class CompiledModel:
         import numba
 
         from numlite.jit import cache
-        from numlite.jit.kernels.common import CTL_SIZE, FLUSH, FLUSHES_INLINE
+        from numlite.jit.kernels.common import FLUSH, FLUSHES_INLINE
 
         started = time.perf_counter()
         self.path = cache.write_module(self.source)

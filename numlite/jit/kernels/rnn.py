@@ -21,7 +21,7 @@ import numpy as np
 from numba import njit
 
 from numlite.jit.kernels import emits
-from numlite.jit.kernels.common import require
+from numlite.jit.kernels.common import clip, kernel, require
 from numlite.jit.kernels.transcendental import sigmoid32, tanh32
 
 F = np.float32
@@ -34,23 +34,23 @@ STEPS, BATCH, N_INPUT, N_CELL, N_OUTPUT, X_STEP, X_BATCH, OUT_STEP, OUT_BATCH = 
 CIFG, PEEPHOLE, LAYER_NORM, PROJECTION, ACTIVATION = range(5)
 
 
-@njit(inline="always", error_model="numpy")
+@kernel
 def _activate(code, v):
     """LiteRT's ApplyActivationToVector on one value (NONE: ``v`` itself)."""
     if code == TANH:
         return tanh32(v)
     if code == RELU:
-        return v if v > 0 or v != v else F(0)
+        return v if v > 0 or v != v else F(0)  # (common.relu's int 0 would make this float64)
     if code == RELU6:
-        return F(0) if v < 0 else (F(6) if v > 6 else v)
+        return clip(v, F(0), F(6))
     if code == RELU_N1_TO_1:
-        return F(-1) if v < -1 else (F(1) if v > 1 else v)
+        return clip(v, F(-1), F(1))
     if code == SIGN_BIT:
         return F(1) if np.signbit(v) else F(0)
     return v
 
 
-@njit(inline="always", error_model="numpy")
+@kernel
 def _layer_norm(g, start, n, coefficients, bias):
     """LiteRT's MeanStddevNormalization of ``g[start:start + n]``, then coefficients and bias."""
     total = F(0)
@@ -111,7 +111,7 @@ def lstm_sequence(x, wx, wh, bias, peep, norm, proj, proj_bias, h, c, out, gates
                 gate_in = F(1) - forget if cifg else sigmoid32(gates[j])
                 new = forget * cell[j] + update * gate_in
                 if cell_clip > 0:
-                    new = -cell_clip if new < -cell_clip else (cell_clip if new > cell_clip else new)
+                    new = clip(new, -cell_clip, cell_clip)
                 cell[j] = new
                 gates[c_at + j] = update  # what NONE multiplies the output gate by
                 if peephole:
@@ -132,8 +132,7 @@ def lstm_sequence(x, wx, wh, bias, peep, norm, proj, proj_bias, h, c, out, gates
                         state[k] += v * row[k]
                 if proj_clip > 0:
                     for k in range(n_out):
-                        v = state[k]
-                        state[k] = -proj_clip if v < -proj_clip else (proj_clip if v > proj_clip else v)
+                        state[k] = clip(state[k], -proj_clip, proj_clip)
             else:
                 for k in range(n):
                     state[k] = hidden[k]
