@@ -77,7 +77,9 @@ def engine(request):
     """"numpy" (every test outside ENGINE_FILES), or "jit": see the comment above."""
     name = getattr(request, "param", "numpy")
     if name != "jit":
-        yield name
+        if hasattr(request, "param"):  # the numpy side of ENGINE_FILES: the NumPy engine, never "auto"'s switch
+            request.getfixturevalue("monkeypatch").setenv("NUMLITE_JIT", "0")
+        yield name  # (other tests run with the default, "auto", as users do)
         return
     from numlite import jit
 

@@ -59,7 +59,7 @@ class Interpreter(InterpreterDetails):
       jit: the compiled engine (Numba, see :mod:`numlite.jit`): False runs on NumPy; True
         compiles at ``allocate_tensors()`` and runs compiled; ``"auto"`` runs on NumPy and
         compiles hot models in the background. None (the default) reads ``NUMLITE_JIT``
-        (unset: False). Models or ops it does not cover run on NumPy (``jit_report()``).
+        (unset: ``"auto"``). Models or ops it does not cover run on NumPy (``jit_report()``).
       Other tf.lite keyword arguments (delegates, op resolver type...) are accepted and ignored.
       LiteRT's underscored debugging methods (``_get_ops_details``...) come from
       :class:`numlite.interpreter.details.InterpreterDetails`.

@@ -1,10 +1,11 @@
 """numlite's compiled engine: each subgraph of a prepared model becomes one Numba function.
 
 ``Interpreter(..., jit=True)`` compiles the model at ``allocate_tensors()`` and runs it
-compiled; ``jit="auto"`` runs on NumPy at once and compiles hot models in a background thread
-(see :mod:`numlite.jit.engine`); ``jit=False`` (the default) never imports Numba. The
-environment variable ``NUMLITE_JIT`` (``0``, ``1`` or ``auto``) chooses when the argument is
-not given; ``NUMLITE_JIT=0`` also turns off an explicit ``jit=True``.
+compiled; ``jit="auto"`` (the default) runs on NumPy at once and compiles a model that turns
+hot in a child process, then switches to it (see :mod:`numlite.jit.engine`): Numba is not
+imported before; ``jit=False`` never imports Numba. The environment variable ``NUMLITE_JIT``
+(``0``, ``1`` or ``auto``) chooses when the argument is not given; ``NUMLITE_JIT=0`` also turns
+off an explicit ``jit=True`` or ``"auto"``.
 
 Numba is optional at run time: where it cannot be imported, :func:`available` is False,
 :func:`status` says why, and every interpreter runs on NumPy. The design, the kernel table and
@@ -45,12 +46,17 @@ def _numba_probe() -> tuple[bool, str]:
 def mode_from(jit: Any) -> bool | str:
     """The engine mode for an ``Interpreter(jit=...)`` argument: False, True or ``"auto"``.
 
-    ``None`` takes ``NUMLITE_JIT`` (unset: False); ``NUMLITE_JIT=0`` turns every mode off."""
+    ``None`` takes ``NUMLITE_JIT`` (unset or empty: ``"auto"``); ``NUMLITE_JIT=0`` (or
+    ``false``, ``off``, ``no``) turns every mode off."""
     env = os.environ.get("NUMLITE_JIT", "").strip().lower()
     if env in ("0", "false", "off", "no"):
         return False
     if jit is None:
-        jit = {"1": True, "true": True, "on": True, "yes": True, "auto": "auto"}.get(env, False)
+        jit = {"1": True, "true": True, "on": True, "yes": True, "auto": "auto", "": "auto"}.get(env)
+        if jit is None:
+            from numlite.errors import InvalidInputError
+
+            raise InvalidInputError(f'NUMLITE_JIT must be 0, 1 or auto, got {os.environ["NUMLITE_JIT"]!r}')
     if jit not in (False, True, "auto"):
         from numlite.errors import InvalidInputError
 

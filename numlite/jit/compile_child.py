@@ -11,6 +11,15 @@ code from that cache (milliseconds, once Numba is imported).
 
 ``DTYPE`` are the arenas' dtypes in order (the compiled signature is a tuple of 1-D arrays of
 these, and the int64 control array). Exit status 0 when the cache holds the compiled code.
+
+The child never outlives its use (:class:`Child`): the interpreter that started it kills it
+when it is garbage-collected, re-allocated for other shapes, or at exit; and the child exits by
+itself when its parent dies without a word (killed, or a ``multiprocessing`` worker leaving
+with ``os._exit``), because it watches its stdin, a pipe the parent alone holds. Processes
+that compile the same module take turns on a lock beside it: the first compiles, the others
+then load its result from Numba's cache (the batch workers of one model start one compile's
+worth of work, not one each). A plain subprocess, no ``multiprocessing``: nothing of the
+parent's ``__main__`` is re-run, on any platform.
 """
 
 from __future__ import annotations
@@ -18,8 +27,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
+import threading
 from pathlib import Path
-from typing import Sequence
+from typing import IO, Sequence
 
 import numpy as np
 
@@ -38,23 +49,118 @@ def compile_module(path: Path, dtypes: Sequence[np.dtype]) -> None:
     module.main.compile((numba.typeof(arenas), numba.typeof(np.zeros(CTL_SIZE, np.int64))))
 
 
-def compile_elsewhere(path: Path, dtypes: Sequence[np.dtype]) -> str | None:
-    """Run :func:`compile_module` in a child process; None when it succeeded, else why not."""
-    command = [sys.executable, "-m", "numlite.jit.compile_child", str(path), ",".join(np.dtype(d).str for d in dtypes)]
-    env = {**os.environ, "NUMLITE_JIT": "0"}  # the child imports numlite; it needs no engine of its own
+class Child:
+    """One compile in a child process: started at construction, waited for by :meth:`wait`
+    (in a background thread), stopped by :meth:`kill` (from any thread, any number of times).
+
+    ``start_error`` is set (and nothing runs) when no child can be started here: a frozen
+    application, whose ``sys.executable`` is not a Python, or an OS error."""
+
+    def __init__(self, path: Path, dtypes: Sequence[np.dtype]) -> None:
+        self.killed = False
+        self.start_error: str | None = None
+        self._process: subprocess.Popen | None = None
+        self._lock = threading.Lock()
+        if getattr(sys, "frozen", False):
+            self.start_error = "a frozen application cannot start a Python child process"
+            return
+        command = [sys.executable, "-m", "numlite.jit.compile_child", str(path), ",".join(np.dtype(d).str for d in dtypes)]
+        env = {**os.environ, "NUMLITE_JIT": "0"}  # the child imports numlite; it needs no engine of its own
+        self._stderr: IO[bytes] = tempfile.TemporaryFile()  # a file, not a pipe: nothing to drain while waiting
+        try:
+            self._process = subprocess.Popen(
+                command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self._stderr, env=env,
+                creationflags=getattr(subprocess, "CREATE_NO_WINDOW", 0),  # no console window on Windows
+            )  # fmt: skip
+        except (OSError, subprocess.SubprocessError) as e:
+            self._stderr.close()
+            self.start_error = f"{type(e).__name__}: {e}"
+
+    def wait(self) -> str | None:
+        """Wait for the child: None when it compiled, else why not (``"killed"`` after :meth:`kill`)."""
+        process = self._process
+        if process is None:
+            return self.start_error
+        try:
+            process.wait(CHILD_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            process.wait()
+            return f"the child compile took more than {CHILD_TIMEOUT_S:.0f} s"
+        finally:
+            self._close_stdin()
+        if self.killed:
+            return "killed"
+        if process.returncode != 0:
+            self._stderr.seek(0)
+            lines = self._stderr.read().decode(errors="replace").strip().splitlines()
+            self._stderr.close()
+            return lines[-1] if lines else f"exit status {process.returncode}"
+        self._stderr.close()
+        return None
+
+    def kill(self) -> None:
+        """Stop the child now (it may leave a module without compiled code: the next compile
+        of it starts over; Numba writes its cache files atomically)."""
+        with self._lock:
+            self.killed = True
+            process = self._process
+            if process is not None and process.poll() is None:
+                try:
+                    process.kill()
+                    process.wait(5)  # reaped here: no zombie left, whoever waits next
+                except (OSError, subprocess.TimeoutExpired):  # it ended meanwhile, or hangs in the kernel
+                    pass
+        self._close_stdin()
+
+    def _close_stdin(self) -> None:
+        process = self._process
+        if process is not None and process.stdin is not None and not process.stdin.closed:
+            try:
+                process.stdin.close()
+            except OSError:
+                pass
+
+
+def _exit_with_parent() -> None:
+    """In the child: leave when stdin reaches its end (the parent closed it, or died)."""
+
+    def watch() -> None:
+        try:  # the raw descriptor: a daemon thread inside sys.stdin's buffered reader would hold
+            while os.read(0, 4096):  # its lock at shutdown, a fatal error of the interpreter
+                pass
+        except OSError:
+            pass
+        os._exit(3)
+
+    threading.Thread(target=watch, name="numlite-jit-parent-watch", daemon=True).start()
+
+
+def _lock_file(path: Path) -> IO[bytes]:
+    """An exclusive lock on ``path`` + ``.lock`` (released by the OS when this process ends,
+    however it ends), so that processes compiling one module take turns."""
+    handle = open(str(path) + ".lock", "a+b")
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, env=env)
-    except (OSError, subprocess.SubprocessError) as e:
-        return f"{type(e).__name__}: {e}"
-    if done.returncode != 0:
-        lines = (done.stderr or done.stdout).strip().splitlines()
-        return lines[-1] if lines else f"exit status {done.returncode}"
-    return None
+        import fcntl
+
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+    except ImportError:  # Windows
+        import msvcrt
+
+        while True:
+            try:
+                msvcrt.locking(handle.fileno(), msvcrt.LK_LOCK, 1)  # retries for 10 s, then raises
+                break
+            except OSError:
+                continue
+    return handle
 
 
 def main(argv: Sequence[str]) -> int:
+    _exit_with_parent()
     path, dtypes = Path(argv[0]), [np.dtype(d) for d in argv[1].split(",") if d]
-    compile_module(path, dtypes)
+    with _lock_file(path):
+        compile_module(path, dtypes)  # after another process compiled it: loaded from Numba's cache
     return 0
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
@@ -119,11 +120,10 @@ class CompiledModel:
         self._bind()
         return True
 
-    def compile(self, elsewhere: bool = False) -> None:
+    def compile(self, compiled_in_child: bool = False) -> None:
         """Write and load the module, build the arenas, and compile (or load from Numba's
-        cache) ``main`` for their types. ``elsewhere``: compile in a child process first
-        (:mod:`numlite.jit.compile_child`), then load its result from the cache; should the
-        child fail, compile here."""
+        cache) ``main`` for their types. ``compiled_in_child``: a child process compiled it
+        (:mod:`numlite.jit.compile_child`), so this loads its machine code from the cache."""
         import numba
 
         from numlite.jit import cache
@@ -137,13 +137,7 @@ class CompiledModel:
         self.ctl[FLUSH] = flushes
         self.sets_float_mode = FLUSHES_INLINE or not flushes  # else the interpreter's context does it
         self._bind()
-        if elsewhere:
-            from numlite.jit.compile_child import compile_elsewhere
-
-            why = compile_elsewhere(self.path, [a.dtype for a in self.A])
-            self.compiled_in_child = why is None
-            if why is not None:
-                log.info("numlite.jit: the child compile of subgraph %d failed (%s); compiling here", self.root, why)
+        self.compiled_in_child = compiled_in_child
         fn = module.main
         # The compiled overload's own entry point: no dispatch on the argument types (about
         # 0.5 us of Numba's dispatcher per call); the arenas' types never change for a source.
@@ -309,6 +303,15 @@ class JitManager:
         self.last: dict[int, CompiledModel] = {}  # the last one built, for the report
         self.input_shapes: dict[int, tuple] = {}  # the root's input shapes at the last allocate
         self._model_hash: str | None = None
+        # "auto": the models waiting for their child compile, the children, and a count per root
+        # that abandoning a compile bumps (a background thread installs its result only if the
+        # count is still the one it started with). The background threads hold this manager by
+        # a weak reference while they wait, so an interpreter nobody uses any more is collected,
+        # and its finalizer kills its children (also at exit: weakref.finalize's atexit).
+        self.building: dict[int, CompiledModel] = {}
+        self.children: dict[int, Any] = {}  # root -> compile_child.Child
+        self._epoch: dict[int, int] = {}
+        self._finalizer = weakref.finalize(self, _kill_children, self.children)
 
     # -- building ---------------------------------------------------------------------------------
 
@@ -324,12 +327,29 @@ class JitManager:
             self.reasons.pop(sg.index, None)
             self.numpy_seconds.pop(sg.index, None)
             self.numpy_invokes.pop(sg.index, None)
+            self.abandon(sg.index)  # a compile for the old shapes would be of no use
         if self.mode is True:
             built = self._generate(sg.index)
             if built is not None:
                 self._compile(built)
-        elif sg.index not in self.pending and self._cached_before(sg.index):
-            self._start_background(sg.index, generate_there=True)  # compiled before: load it now
+        elif sg.index not in self.pending and _index_exists():
+            # Compiled before (by any process)? Looked up in the background: the model's hash
+            # and the versions in the key take 10-100 ms; if so, loaded there at once.
+            self._start_background(sg.index, generate_there=True)
+
+    def abandon(self, root: int) -> None:
+        """Forget the background compile of ``root``, killing its child process."""
+        self._epoch[root] = self._epoch.get(root, 0) + 1
+        self.pending.pop(root, None)
+        self.building.pop(root, None)
+        child = self.children.pop(root, None)
+        if child is not None:
+            child.kill()
+
+    def close(self) -> None:
+        """Abandon every background compile (the interpreter's finalizer does it too)."""
+        for root in list(self.pending) + list(self.children):
+            self.abandon(root)
 
     def _index_key(self, root: int) -> str | None:
         """The cache index key of this model, root and input shapes (None without Numba)."""
@@ -370,13 +390,15 @@ class JitManager:
         self.last[root] = built
         return built
 
-    def _compile(self, built: CompiledModel, elsewhere: bool = False) -> None:
+    def _compile(self, built: CompiledModel, compiled_in_child: bool = False, epoch: int | None = None) -> None:
+        """Compile (or load) ``built`` and install it; ``epoch``: only if not abandoned since."""
         try:
-            built.compile(elsewhere)
+            built.compile(compiled_in_child)
         except Exception as e:  # a kernel that does not type: a bug of numlite.jit, not the model's
-            self.reasons[built.root] = f"runs on NumPy: compiling failed ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
-            log.warning("numlite.jit: subgraph %d %s", built.root, self.reasons[built.root])
+            self._failed(built.root, f"compiling failed ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
             return
+        if epoch is not None and self._epoch.get(built.root, 0) != epoch:
+            return  # abandoned meanwhile (re-allocated for other shapes)
         self.reasons.pop(built.root, None)
         self.engines[built.root] = built  # invoke checks, in the interpreter's thread, that it is current
         key = self._index_key(built.root)
@@ -384,6 +406,10 @@ class JitManager:
             from numlite.jit import cache
 
             cache.remember(key, built.path)
+
+    def _failed(self, root: int, why: str) -> None:
+        self.reasons[root] = f"runs on NumPy: {why}"
+        log.warning("numlite.jit: subgraph %d %s", root, self.reasons[root])
 
     # -- invoking ---------------------------------------------------------------------------------
 
@@ -427,22 +453,26 @@ class JitManager:
             self._start_background(sg.index)
 
     def _start_background(self, root: int, generate_there: bool = False) -> None:
-        """Compile ``root`` in a thread. The source is generated here (it reads the runtimes'
-        state), or there when ``generate_there`` (a model found in the cache index: importing
-        Numba then costs the caller nothing; invoke checks the result is still current)."""
-        built = None if generate_there else self._generate(root)
-        if built is None and not generate_there:
-            return
-
-        def work() -> None:
+        """Compile ``root`` in the background. The source is generated here (it reads the
+        runtimes' state), then compiled in a child process (:mod:`numlite.jit.compile_child`)
+        that a thread waits for; or, when ``generate_there`` (a model found in the cache index),
+        generated and loaded in the thread (importing Numba then costs the caller nothing;
+        invoke checks the result is still current). Nothing here raises into the caller's
+        invoke: a failure leaves the model on NumPy, with the reason in the report."""
+        epoch = self._epoch.get(root, 0)
+        if generate_there:
+            target: Callable[..., None] = _load_in_background
+        else:
             try:
-                made = built if built is not None else self._generate(root)
-                if made is not None:  # a new model compiles in a child process (compile_child)
-                    self._compile(made, elsewhere=not generate_there)
-            finally:
-                self.pending.pop(root, None)
-
-        thread = threading.Thread(target=work, name=f"numlite-jit-{root}", daemon=True)
+                built = self._generate(root)
+            except Exception as e:  # a bug of the generator: the user's invoke goes on, on NumPy
+                self._failed(root, f"generating failed ({type(e).__name__}: {e})")
+                return
+            if built is None:
+                return
+            self.building[root] = built
+            target = _compile_in_child
+        thread = threading.Thread(target=target, args=(weakref.ref(self), root, epoch), name=f"numlite-jit-{root}", daemon=True)
         self.pending[root] = thread
         thread.start()
 
@@ -463,7 +493,9 @@ class JitManager:
         for root in sorted(set(self.last) | set(self.reasons) | set(self.engines) | set(self.pending)):
             built = self.engines.get(root) or self.last.get(root)
             entry: dict[str, Any] = {"compiled": root in self.engines}
-            if root in self.pending:
+            if root in self.children:
+                entry["state"] = "compiling in a child process"
+            elif root in self.pending:
                 entry["state"] = "compiling in the background"
             if root in self.reasons:
                 entry["reason"] = self.reasons[root]
@@ -478,3 +510,81 @@ class JitManager:
                 )  # fmt: skip
             roots[root] = entry
         return {"mode": self.mode, "numba": status(), "subgraphs": roots}
+
+
+# -- "auto": the background threads (module functions: they hold the manager by a weak reference) --
+
+
+def _kill_children(children: dict[int, Any]) -> None:
+    """The manager's finalizer: kill its child compiles (garbage collection, or exit)."""
+    for root in list(children):
+        child = children.pop(root, None)
+        if child is not None:
+            child.kill()
+
+
+def _index_exists() -> bool:
+    """Whether the cache has an index (where nothing was ever compiled, no lookup at all)."""
+    from numlite.jit import cache
+
+    return (cache.cache_dir() / "index").is_dir()
+
+
+def _finished(ref: "weakref.ref[JitManager]", root: int) -> None:
+    manager = ref()
+    if manager is not None and manager.pending.get(root) is threading.current_thread():
+        del manager.pending[root]
+
+
+def _compile_in_child(ref: "weakref.ref[JitManager]", root: int, epoch: int) -> None:
+    """Write the module of ``manager.building[root]``, compile it in a child process, then load
+    it from the cache (or, where no child can be started, compile it in this thread)."""
+    from numlite.jit import cache
+    from numlite.jit.compile_child import Child
+
+    try:
+        manager = ref()
+        built = manager.building.get(root) if manager is not None else None
+        if manager is None or built is None or manager._epoch.get(root, 0) != epoch:
+            return
+        path = cache.write_module(built.source)
+        child = Child(path, built.arenas.dtypes)
+        manager.children[root] = child
+        if manager._epoch.get(root, 0) != epoch:  # abandoned while it started (see abandon)
+            child.kill()
+        del manager, built  # no strong reference while waiting: the interpreter may be collected
+        why = child.wait()
+        manager = ref()
+        if manager is None or manager._epoch.get(root, 0) != epoch:
+            return
+        manager.children.pop(root, None)
+        built = manager.building.pop(root)
+        if why is None or child.start_error is not None:  # compiled there, or no child possible: compile here
+            manager._compile(built, compiled_in_child=why is None, epoch=epoch)
+        else:
+            manager._failed(root, f"compiling failed in a child process ({why})")
+    except Exception as e:  # never an exception in a thread's traceback: the model stays on NumPy
+        manager = ref()
+        if manager is not None:
+            manager._failed(root, f"compiling failed ({type(e).__name__}: {e})")
+    finally:
+        _finished(ref, root)
+
+
+def _load_in_background(ref: "weakref.ref[JitManager]", root: int, epoch: int) -> None:
+    """Look ``root`` up in the cache's index; if found, generate it and load its compiled code."""
+    try:
+        manager = ref()
+        if manager is None:
+            return
+        if not manager._cached_before(root):
+            return
+        made = manager._generate(root)
+        if made is not None:
+            manager._compile(made, epoch=epoch)
+    except Exception as e:
+        manager = ref()
+        if manager is not None:
+            manager._failed(root, f"loading the compiled code failed ({type(e).__name__}: {e})")
+    finally:
+        _finished(ref, root)
