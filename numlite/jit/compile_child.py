@@ -24,6 +24,7 @@ parent's ``__main__`` is re-run, on any platform.
 
 from __future__ import annotations
 
+import atexit
 import os
 import subprocess
 import sys
@@ -35,6 +36,16 @@ from typing import IO, Sequence
 import numpy as np
 
 CHILD_TIMEOUT_S = 600.0
+EXITING = False  # set at exit: no child starts any more, and the running ones are killed
+_LIVE: "set[Child]" = set()  # the children running now
+
+
+@atexit.register
+def _at_exit() -> None:
+    global EXITING
+    EXITING = True
+    for child in list(_LIVE):
+        child.kill()
 
 
 def compile_module(path: Path, dtypes: Sequence[np.dtype]) -> None:
@@ -61,6 +72,9 @@ class Child:
         self.start_error: str | None = None
         self._process: subprocess.Popen | None = None
         self._lock = threading.Lock()
+        if EXITING:
+            self.killed = True
+            return
         if getattr(sys, "frozen", False):
             self.start_error = "a frozen application cannot start a Python child process"
             return
@@ -75,12 +89,16 @@ class Child:
         except (OSError, subprocess.SubprocessError) as e:
             self._stderr.close()
             self.start_error = f"{type(e).__name__}: {e}"
+            return
+        _LIVE.add(self)
+        if EXITING:  # the exit began while it started (see _at_exit: one of the two kills it)
+            self.kill()
 
     def wait(self) -> str | None:
         """Wait for the child: None when it compiled, else why not (``"killed"`` after :meth:`kill`)."""
         process = self._process
         if process is None:
-            return self.start_error
+            return "killed" if self.killed else self.start_error
         try:
             process.wait(CHILD_TIMEOUT_S)
         except subprocess.TimeoutExpired:
@@ -89,6 +107,7 @@ class Child:
             return f"the child compile took more than {CHILD_TIMEOUT_S:.0f} s"
         finally:
             self._close_stdin()
+            _LIVE.discard(self)
         if self.killed:
             return "killed"
         if process.returncode != 0:
@@ -112,6 +131,7 @@ class Child:
                 except (OSError, subprocess.TimeoutExpired):  # it ended meanwhile, or hangs in the kernel
                     pass
         self._close_stdin()
+        _LIVE.discard(self)
 
     def _close_stdin(self) -> None:
         process = self._process

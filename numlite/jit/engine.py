@@ -341,7 +341,9 @@ class JitManager:
         """Forget the background compile of ``root``, killing its child process."""
         self._epoch[root] = self._epoch.get(root, 0) + 1
         self.pending.pop(root, None)
-        self.building.pop(root, None)
+        built = self.building.pop(root, None)
+        if built is not None and self.last.get(root) is built:
+            del self.last[root]  # the report then tells nothing of it
         child = self.children.pop(root, None)
         if child is not None:
             child.kill()
@@ -548,15 +550,15 @@ def _compile_in_child(ref: "weakref.ref[JitManager]", root: int, epoch: int) -> 
         if manager is None or built is None or manager._epoch.get(root, 0) != epoch:
             return
         path = cache.write_module(built.source)
-        child = Child(path, built.arenas.dtypes)
+        child = Child(path, built.arenas.dtypes)  # killed at once when the process is exiting
         manager.children[root] = child
         if manager._epoch.get(root, 0) != epoch:  # abandoned while it started (see abandon)
             child.kill()
         del manager, built  # no strong reference while waiting: the interpreter may be collected
         why = child.wait()
         manager = ref()
-        if manager is None or manager._epoch.get(root, 0) != epoch:
-            return
+        if manager is None or manager._epoch.get(root, 0) != epoch or child.killed:
+            return  # collected, re-allocated, or the process is exiting: nothing to report
         manager.children.pop(root, None)
         built = manager.building.pop(root)
         if why is None or child.start_error is not None:  # compiled there, or no child possible: compile here
@@ -573,11 +575,12 @@ def _compile_in_child(ref: "weakref.ref[JitManager]", root: int, epoch: int) -> 
 
 def _load_in_background(ref: "weakref.ref[JitManager]", root: int, epoch: int) -> None:
     """Look ``root`` up in the cache's index; if found, generate it and load its compiled code."""
+    from numlite.jit import compile_child
     try:
         manager = ref()
         if manager is None:
             return
-        if not manager._cached_before(root):
+        if compile_child.EXITING or not manager._cached_before(root):
             return
         made = manager._generate(root)
         if made is not None:
