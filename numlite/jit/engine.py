@@ -160,6 +160,7 @@ class CompiledModel:
             if not runtime.known[t] and t not in runtime.graph.inputs
         ]  # fmt: skip
         self.attached = False
+        self.copies: tuple[list, list] | None = None  # "auto": see _keep_arrays
 
     def attach(self) -> None:
         """Make the arena views of the root's inputs and outputs the arrays the interpreter (and
@@ -168,12 +169,32 @@ class CompiledModel:
         they hold now (inputs set before a re-allocation) move into the views. Runs in the
         interpreter's thread (a background compile only builds the views)."""
         runtime = self.interpreter.subgraph(self.root)
+        jit = getattr(self.interpreter, "_jit", None)
+        if jit is not None and jit.mode == "auto" and self._keep_arrays(runtime):
+            self.attached = True
+            return
         for t, view in self.views:
             current = runtime.arrays[t]
             if current is not None and current is not view and current.shape == view.shape:
                 copy_into(view, current)
             runtime.rebind(t, view)
         self.attached = True
+
+    def _keep_arrays(self, runtime: Any) -> bool:
+        """``"auto"`` switches engines under a running program, which may hold the arrays of
+        ``tensor()`` across invokes (LiteRT forbids it; numlite's NumPy engine keeps them
+        valid until a re-allocation). So the interpreter keeps its arrays, and each compiled
+        run copies the inputs into the arenas and the outputs out (``self.copies``; a few
+        microseconds, nothing next to a model hot enough to compile)."""
+        inputs = {t for t, _, _ in self.inputs}
+        copy_in, copy_out = [], []
+        for t, view in self.views:
+            current = runtime.arrays[t]
+            if current is None or current.shape != view.shape or current.dtype != view.dtype:
+                return False  # nothing held to go stale: bind as jit=True does
+            (copy_in if t in inputs else copy_out).append((current, view))
+        self.copies = (copy_in, copy_out)
+        return True
 
     def current(self) -> bool:
         """Whether every subgraph it was generated from is still prepared as it was."""
@@ -190,10 +211,27 @@ class CompiledModel:
     def run(self) -> None:
         """One invoke (the inputs and outputs are the arena views: see :meth:`attach`; the
         compiled ``main`` clears the cancel flag and the error code)."""
-        if self.dynamic_outputs:
+        if self.copies is not None:
+            self._run_copying()
+        elif self.dynamic_outputs:
             self._run_dynamic()
         elif self._state_bound() and self._call():
             raise self._error()
+
+    def _run_copying(self) -> None:
+        """:meth:`run` of ``"auto"``, whose interpreter kept its own arrays (see :meth:`_keep_arrays`)."""
+        copies = self.copies
+        if not self._state_bound():
+            return  # it ran on NumPy, on the interpreter's arrays
+        for array, view in copies[0]:
+            np.copyto(view, array)
+        self.copies = None
+        try:
+            self.run()
+        finally:
+            self.copies = copies
+        for array, view in copies[1]:
+            np.copyto(array, view)
 
     def _run_dynamic(self) -> None:
         """:meth:`run` of a model with root outputs of run-time shape: the compiled function
@@ -375,11 +413,11 @@ class JitManager:
     def _generate(self, root: int) -> CompiledModel | None:
         from numlite import jit
 
+        if self.interpreter.preserve_all_tensors:  # (first: no import of Numba for nothing)
+            self.reasons[root] = "runs on NumPy: experimental_preserve_all_tensors keeps every intermediate tensor readable"
+            return None
         if not jit.available():
             self.reasons[root] = status()
-            return None
-        if self.interpreter.preserve_all_tensors:
-            self.reasons[root] = "runs on NumPy: experimental_preserve_all_tensors keeps every intermediate tensor readable"
             return None
         from numlite.jit.kernels import NotCompiled
 
