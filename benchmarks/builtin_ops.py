@@ -120,7 +120,7 @@ def run_litert(model: bytes, inputs: Sequence[np.ndarray]) -> tuple[str, list[li
 
 
 def run_numlite(model: bytes, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-    return run(numlite.Interpreter(model_content=model), inputs)
+    return run(numlite.Interpreter(model_content=model, jit=False), inputs)
 
 
 def compare_runs(case: OpCase, runs: Sequence[Sequence[np.ndarray]], actual: Sequence[np.ndarray]) -> str:

@@ -357,7 +357,7 @@ def benchmark(
 
     mine: numlite.Interpreter | None = None
     try:
-        mine = numlite.Interpreter(model_path=path)
+        mine = numlite.Interpreter(model_path=path, jit=False)  # the NumPy engine (--jit: the compiled one)
         mine.allocate_tensors()
         row["numlite_arena_bytes"] = int(mine.arena_bytes)
         separate = getattr(mine, "separate_arena_bytes", None)  # newer numlite only

@@ -62,8 +62,8 @@ def main() -> None:
     normal = np.random.default_rng(0).uniform(-1, 1, (1, 256, 256)).astype(np.float32)
     denormal = (normal * np.float32(1e-39)).astype(np.float32)
     interpreters = {
-        "numlite (flush_denormals=True, default)": lambda: numlite.Interpreter(model_content=model),
-        "numlite (flush_denormals=False)": lambda: numlite.Interpreter(model_content=model, flush_denormals=False),
+        "numlite (flush_denormals=True, default)": lambda: numlite.Interpreter(model_content=model, jit=False),
+        "numlite (flush_denormals=False)": lambda: numlite.Interpreter(model_content=model, flush_denormals=False, jit=False),
         "LiteRT (default, XNNPACK)": lambda: LiteRT(model_content=model),
     }
     print("| interpreter | normal ms | denormal ms | slowdown |")

@@ -74,7 +74,7 @@ def benchmark(name: str, path: str, runs: int, warmup: int, seed: int, threads: 
         "litert": LiteRT(model_path=path, num_threads=threads),
         "litert_builtin": LiteRT(model_path=path, num_threads=threads,
                                  experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES),
-        "numpy": numlite.Interpreter(model_path=path, num_threads=threads),
+        "numpy": numlite.Interpreter(model_path=path, num_threads=threads, jit=False),
     }
     row: dict[str, Any] = {"model": name, "threads": threads}
     for it in interpreters.values():

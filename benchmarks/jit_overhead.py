@@ -110,7 +110,7 @@ def timing(loops: int, repeats: int) -> list[dict[str, Any]]:
     from ai_edge_litert.interpreter import Interpreter as LiteRT
 
     data, feeds = tiny_model()
-    made = {"LiteRT": LiteRT(model_content=data), "numlite": numlite.Interpreter(model_content=data),
+    made = {"LiteRT": LiteRT(model_content=data), "numlite": numlite.Interpreter(model_content=data, jit=False),
             "numlite-jit": numlite.Interpreter(model_content=data, jit=True)}
     for interpreter in made.values():
         interpreter.allocate_tensors()
@@ -150,7 +150,7 @@ def memory() -> list[dict[str, Any]]:
     rows = []
     for name, source in [*models.items(), ("mlp 64-256-256-256-10", mlp_model()), ("cnn 16x16x3, 2 conv", cnn_model())]:
         kwargs = {"model_path": source} if isinstance(source, str) else {"model_content": source}
-        numpy_engine = numlite.Interpreter(**kwargs)
+        numpy_engine = numlite.Interpreter(**kwargs, jit=False)
         numpy_engine.allocate_tensors()
         compiled = numlite.Interpreter(**kwargs, jit=True)
         compiled.allocate_tensors()

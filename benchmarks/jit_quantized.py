@@ -88,7 +88,7 @@ def measure(name: str, data: bytes, repeats: int, seconds: float) -> dict[str, A
     compiled.allocate_tensors()
     allocate = time.perf_counter() - started
     report = compiled.jit_report()["subgraphs"][0]
-    interpreters = {"jit": compiled, "litert": LiteRT(model_content=data, num_threads=1), "numpy": numlite.Interpreter(model_content=data)}
+    interpreters = {"jit": compiled, "litert": LiteRT(model_content=data, num_threads=1), "numpy": numlite.Interpreter(model_content=data, jit=False)}
     rng = np.random.default_rng(0)
     feeds = []
     for d in compiled.get_input_details():

@@ -183,7 +183,7 @@ def measure(name: str, form: str, runs: int, warmup: int, threads: int) -> dict[
                 "official_error": None if isinstance(theirs, bytes) else theirs, "max_diff": None, "diff_unit": "abs"}
     x = sample(model, 1)
     interpreters = {"litert_numlite_file": LiteRT(model_content=ours, num_threads=threads),
-                    "numlite": numlite.Interpreter(model_content=ours)}
+                    "numlite": numlite.Interpreter(model_content=ours, jit=False)}
     if isinstance(theirs, bytes):
         interpreters["litert_official_file"] = LiteRT(model_content=theirs, num_threads=threads)
     calls, failure = {}, None

@@ -81,8 +81,8 @@ def _interpreters(ours: bytes, official: bytes, threads: int) -> dict[str, Any]:
     return {
         "LiteRT official": LiteRT(model_content=official, num_threads=threads),
         "LiteRT numlite": LiteRT(model_content=ours, num_threads=threads),
-        "numlite numlite": numlite.Interpreter(model_content=ours),
-        "numlite official": numlite.Interpreter(model_content=official),
+        "numlite numlite": numlite.Interpreter(model_content=ours, jit=False),
+        "numlite official": numlite.Interpreter(model_content=official, jit=False),
     }
 
 

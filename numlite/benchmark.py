@@ -150,7 +150,7 @@ def measure(
     mine: Any = None
     for n in threads:
         try:
-            interpreter = numlite.Interpreter(model_path=model_path, num_threads=n)
+            interpreter = numlite.Interpreter(model_path=model_path, num_threads=n, jit=False)  # the NumPy engine ("--jit": the compiled one)
             interpreter.allocate_tensors()
             if inputs is None:
                 inputs = seeded_inputs(interpreter.get_input_details(), seed)
@@ -261,7 +261,7 @@ def traced_memory(model_path: str, inputs: Sequence[np.ndarray], num_threads: in
     call it after the kernel modules are imported (a first interpreter imports them)."""
     import tracemalloc
 
-    interpreter = numlite.Interpreter(model_path=model_path, num_threads=num_threads)
+    interpreter = numlite.Interpreter(model_path=model_path, num_threads=num_threads, jit=False)
     started = not tracemalloc.is_tracing()
     if started:
         tracemalloc.start()
@@ -319,7 +319,7 @@ def python_overhead(model_path: str, inputs: Sequence[np.ndarray], runs: int, re
     interpreter itself costs per invoke (dispatch, control flow, copies between subgraphs),
     without the kernels' arithmetic. A stubbed invoke that runs far longer than a real one (a
     loop whose end depends on stubbed float math) is cancelled and raises CancelledError."""
-    interpreter = numlite.Interpreter(model_path=model_path)
+    interpreter = numlite.Interpreter(model_path=model_path, jit=False)  # the NumPy engine's kernels, stubbed
     interpreter.allocate_tensors()
     _feed(interpreter, inputs)
     stub_kernels(interpreter)

@@ -266,7 +266,7 @@ def _matches_litert_and_numpy(model: bytes, got: Sequence[np.ndarray], feed: Seq
     litert = litert_interpreter(model)
     litert.allocate_tensors()
     _assert_same(got, run_interpreter(litert, feed), names, "LiteRT")
-    numpy_engine = numlite.Interpreter(model_content=model)
+    numpy_engine = numlite.Interpreter(model_content=model, jit=False)
     numpy_engine.allocate_tensors()
     _assert_same(got, run_interpreter(numpy_engine, feed), names, "the NumPy engine")
 
@@ -285,7 +285,7 @@ def _same_error(interpreter: Any, model: bytes, feed: Sequence[np.ndarray]) -> s
     """The InvokeError message of a compiled invoke, checked equal to the NumPy engine's."""
     with pytest.raises(InvokeError) as compiled:
         run_interpreter(interpreter, feed)
-    numpy_engine = numlite.Interpreter(model_content=model)
+    numpy_engine = numlite.Interpreter(model_content=model, jit=False)
     numpy_engine.allocate_tensors()
     with pytest.raises(InvokeError) as reference:
         run_interpreter(numpy_engine, feed)
@@ -462,7 +462,7 @@ def test_control_flow_models_of_the_converter_compile_and_match(jit_cache):
         interpreter = numlite.Interpreter(model_content=model, jit=True)
         interpreter.allocate_tensors()
         _compiled(interpreter)
-        numpy_engine = numlite.Interpreter(model_content=model)
+        numpy_engine = numlite.Interpreter(model_content=model, jit=False)
         numpy_engine.allocate_tensors()
         for n in (0, 1, 7):
             feed = [np.array(n if s.shape == () and s.dtype == tf.int32 else 0, np.int32) if s.dtype == tf.int32

@@ -16,13 +16,14 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 from helpers import assert_close, litert_interpreter
 
 import numlite
-from numlite.jit import engine
+from numlite.jit import compile_child, engine
 
 pytest.importorskip("numba")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
@@ -129,6 +130,10 @@ def test_a_hot_model_switches_to_compiled_code_mid_run(hot):
             report = interpreter.jit_report()["subgraphs"][0]
             assert report["compiled"] and report["compiled_in_child"] and report["cache_hit"], report
             assert not interpreter._jit.children
+            # another process (a batch worker) hot on this model starts no child of its own:
+            # under the module's lock it finds the compiled code in the cache, and loads it
+            built = interpreter._jit.engines[0]
+            assert compile_child.compile_once(Path(report["module"]), built.arenas.dtypes) is None
     # the invokes after the wait ran the compiled code, on the variable the NumPy invokes left
     assert interpreter._jit.fast(interpreter.subgraph(0)) is not None
 

@@ -156,7 +156,7 @@ def test_every_quantized_form_is_bit_exact_with_litert(forms_model, seed):
     # numlite: the builtin kernel multiplies by a double scale)
     reference = run(litert_interpreter(data, builtin_only=True), fresh)
     reference["dequantize"] = run(litert_interpreter(data), fresh)["dequantize"]
-    numpy_engine = run(numlite.Interpreter(model_content=data), fresh)
+    numpy_engine = run(numlite.Interpreter(model_content=data, jit=False), fresh)
     for name in names:
         assert ours[name].dtype == reference[name].dtype, name
         np.testing.assert_array_equal(ours[name], reference[name], err_msg=name)
@@ -262,7 +262,7 @@ def test_numpy_invokes_and_compiled_ones_share_the_state(stream):
     value = np.full((1, 2, 20), 50, I8)
     it.set_tensor(detail["index"], value)
     it.invoke()  # compiled
-    numpy_engine = numlite.Interpreter(model_content=data)
+    numpy_engine = numlite.Interpreter(model_content=data, jit=False)
     numpy_engine.allocate_tensors()
     numpy_engine.set_tensor(detail["index"], value)
     numpy_engine.invoke()

@@ -12,6 +12,7 @@ builds the same module loads that code instead of compiling.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import os
@@ -61,9 +62,15 @@ def model_key(model: Any) -> str:
 
 
 def index_key(model_hash: str, root: int, shapes: Any) -> str:
+    return hashlib.sha256(repr((model_hash, root, shapes, _numlite_version(), _numba_version())).encode()).hexdigest()[:32]
+
+
+@functools.lru_cache(maxsize=None)
+def _numba_version() -> str:
+    """Numba's version without importing it (once: a metadata lookup takes ~10 ms)."""
     from importlib.metadata import version
 
-    return hashlib.sha256(repr((model_hash, root, shapes, _numlite_version(), version("numba"))).encode()).hexdigest()[:32]
+    return version("numba")
 
 
 def remember(key: str, module: Path) -> None:
@@ -86,6 +93,7 @@ def recall(key: str) -> Path | None:
     return path if name and path.exists() else None
 
 
+@functools.lru_cache(maxsize=None)
 def _numlite_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 

@@ -67,16 +67,19 @@ class Child:
     ``start_error`` is set (and nothing runs) when no child can be started here: a frozen
     application, whose ``sys.executable`` is not a Python, or an OS error."""
 
-    def __init__(self, path: Path, dtypes: Sequence[np.dtype]) -> None:
+    def __init__(self, path: Path, dtypes: Sequence[np.dtype], lock: IO[bytes] | None = None) -> None:
         self.killed = False
+        self._held = lock  # the module's lock (compile_once), released when the child ends
         self.start_error: str | None = None
         self._process: subprocess.Popen | None = None
         self._lock = threading.Lock()
         if EXITING:
             self.killed = True
+            self._release()
             return
         if getattr(sys, "frozen", False):
             self.start_error = "a frozen application cannot start a Python child process"
+            self._release()
             return
         command = [sys.executable, "-m", "numlite.jit.compile_child", str(path), ",".join(np.dtype(d).str for d in dtypes)]
         env = {**os.environ, "NUMLITE_JIT": "0"}  # the child imports numlite; it needs no engine of its own
@@ -89,6 +92,7 @@ class Child:
         except (OSError, subprocess.SubprocessError) as e:
             self._stderr.close()
             self.start_error = f"{type(e).__name__}: {e}"
+            self._release()
             return
         _LIVE.add(self)
         if EXITING:  # the exit began while it started (see _at_exit: one of the two kills it)
@@ -107,6 +111,7 @@ class Child:
             return f"the child compile took more than {CHILD_TIMEOUT_S:.0f} s"
         finally:
             self._close_stdin()
+            self._release()
             _LIVE.discard(self)
         if self.killed:
             return "killed"
@@ -131,7 +136,13 @@ class Child:
                 except (OSError, subprocess.TimeoutExpired):  # it ended meanwhile, or hangs in the kernel
                     pass
         self._close_stdin()
+        self._release()
         _LIVE.discard(self)
+
+    def _release(self) -> None:
+        held, self._held = self._held, None
+        if held is not None:
+            held.close()  # closing the file releases its lock
 
     def _close_stdin(self) -> None:
         process = self._process
@@ -157,8 +168,8 @@ def _exit_with_parent() -> None:
 
 
 def _lock_file(path: Path) -> IO[bytes]:
-    """An exclusive lock on ``path`` + ``.lock`` (released by the OS when this process ends,
-    however it ends), so that processes compiling one module take turns."""
+    """An exclusive lock on ``path`` + ``.lock``, held until the file is closed (or released by
+    the OS when this process ends, however it ends): processes compiling one module take turns."""
     handle = open(str(path) + ".lock", "a+b")
     try:
         import fcntl
@@ -176,11 +187,26 @@ def _lock_file(path: Path) -> IO[bytes]:
     return handle
 
 
+def compiled_before(path: Path) -> bool:
+    """Whether Numba's cache beside the module holds compiled code of it (its index file)."""
+    return any((path.parent / "__pycache__").glob(f"{path.stem}.main-*.nbi"))
+
+
+def compile_once(path: Path, dtypes: Sequence[np.dtype]) -> "Child | None":
+    """The module's compile, once over every process: under its lock (waited for without using
+    a core, while another process compiles it), None when Numba's cache holds its compiled code
+    already, else a started :class:`Child`, which holds the lock until it ends."""
+    lock = _lock_file(path)
+    if compiled_before(path):
+        lock.close()
+        return None
+    return Child(path, dtypes, lock)
+
+
 def main(argv: Sequence[str]) -> int:
     _exit_with_parent()
     path, dtypes = Path(argv[0]), [np.dtype(d) for d in argv[1].split(",") if d]
-    with _lock_file(path):
-        compile_module(path, dtypes)  # after another process compiled it: loaded from Numba's cache
+    compile_module(path, dtypes)
     return 0
 
 

@@ -349,6 +349,8 @@ class JitManager:
         self.building: dict[int, CompiledModel] = {}
         self.children: dict[int, Any] = {}  # root -> compile_child.Child
         self._epoch: dict[int, int] = {}
+        self.loading: set[int] = set()  # roots found in the cache's index, being loaded
+        self.looked_up: dict[int, tuple] = {}  # the input shapes a root was last looked up for
         self._finalizer = weakref.finalize(self, _kill_children, self.children)
 
     # -- building ---------------------------------------------------------------------------------
@@ -370,9 +372,10 @@ class JitManager:
             built = self._generate(sg.index)
             if built is not None:
                 self._compile(built)
-        elif sg.index not in self.pending and _index_exists():
-            # Compiled before (by any process)? Looked up in the background: the model's hash
-            # and the versions in the key take 10-100 ms; if so, loaded there at once.
+        elif sg.index not in self.pending and self.looked_up.get(sg.index) != shapes and _index_exists():
+            # Compiled before (by any process)? Looked up in the background, once per shapes:
+            # the model's hash and the versions in the key take 10-100 ms; if so, loaded there.
+            self.looked_up[sg.index] = shapes
             self._start_background(sg.index, generate_there=True)
 
     def abandon(self, root: int) -> None:
@@ -482,8 +485,9 @@ class JitManager:
         if engine is not None:
             engine.run()
             return
-        if self.mode != "auto" or sg.index in self.pending or sg.index in self.reasons:
-            numpy_invoke()
+        pending = self.pending.get(sg.index)
+        if self.mode != "auto" or sg.index in self.reasons or (pending is not None and not pending.lookup):  # type: ignore[attr-defined]
+            numpy_invoke()  # (a lookup in the cache's index goes on counting: it may find nothing)
             return
         started = time.perf_counter()
         numpy_invoke()
@@ -513,6 +517,7 @@ class JitManager:
             self.building[root] = built
             target = _compile_in_child
         thread = threading.Thread(target=target, args=(weakref.ref(self), root, epoch), name=f"numlite-jit-{root}", daemon=True)
+        thread.lookup = generate_there  # type: ignore[attr-defined]
         self.pending[root] = thread
         thread.start()
 
@@ -530,12 +535,14 @@ class JitManager:
     def report(self) -> dict[str, Any]:
         """What runs compiled and what does not, and why."""
         roots: dict[int, dict[str, Any]] = {}
-        for root in sorted(set(self.last) | set(self.reasons) | set(self.engines) | set(self.pending)):
+        # (a root whose background thread only looks the model up in the cache's index is not
+        # reported before it finds it: ``loading``)
+        for root in sorted(set(self.last) | set(self.reasons) | set(self.engines) | set(self.building) | self.loading):
             built = self.engines.get(root) or self.last.get(root)
             entry: dict[str, Any] = {"compiled": root in self.engines}
             if root in self.children:
                 entry["state"] = "compiling in a child process"
-            elif root in self.pending:
+            elif root in self.building or root in self.loading:
                 entry["state"] = "compiling in the background"
             if root in self.reasons:
                 entry["reason"] = self.reasons[root]
@@ -580,19 +587,30 @@ def _compile_in_child(ref: "weakref.ref[JitManager]", root: int, epoch: int) -> 
     """Write the module of ``manager.building[root]``, compile it in a child process, then load
     it from the cache (or, where no child can be started, compile it in this thread)."""
     from numlite.jit import cache
-    from numlite.jit.compile_child import Child
+    from numlite.jit.compile_child import compile_once
 
     try:
         manager = ref()
         built = manager.building.get(root) if manager is not None else None
         if manager is None or built is None or manager._epoch.get(root, 0) != epoch:
             return
-        path = cache.write_module(built.source)
-        child = Child(path, built.arenas.dtypes)  # killed at once when the process is exiting
+        path, dtypes = cache.write_module(built.source), built.arenas.dtypes
+        del manager, built  # no strong reference while waiting: the interpreter may be collected
+        # Once over all processes (batch workers of one model): under the module's lock, a child
+        # compiles it unless another process did meanwhile, then this one loads it from the cache.
+        child = compile_once(path, dtypes)  # a child is killed at once when this process exits
+        manager = ref()
+        if child is None:  # compiled by another process: loaded here
+            if manager is not None and manager._epoch.get(root, 0) == epoch:
+                manager._compile(manager.building.pop(root), compiled_in_child=True, epoch=epoch)
+            return
+        if manager is None:
+            child.kill()
+            return
         manager.children[root] = child
         if manager._epoch.get(root, 0) != epoch:  # abandoned while it started (see abandon)
             child.kill()
-        del manager, built  # no strong reference while waiting: the interpreter may be collected
+        del manager
         why = child.wait()
         manager = ref()
         if manager is None or manager._epoch.get(root, 0) != epoch or child.killed:
@@ -620,9 +638,13 @@ def _load_in_background(ref: "weakref.ref[JitManager]", root: int, epoch: int) -
             return
         if compile_child.EXITING or not manager._cached_before(root):
             return
-        made = manager._generate(root)
-        if made is not None:
-            manager._compile(made, epoch=epoch)
+        manager.loading.add(root)
+        try:
+            made = manager._generate(root)
+            if made is not None:
+                manager._compile(made, epoch=epoch)
+        finally:
+            manager.loading.discard(root)
     except Exception as e:
         manager = ref()
         if manager is not None:
