@@ -28,31 +28,17 @@ from numlite.jit import compile_child, engine
 pytest.importorskip("numba")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
 from one_op_model import Graph, k, model, out, x  # noqa: E402
-
-F32, I32 = np.float32, np.int32
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(numlite.__file__)))
+from test_jit_quantized import mismatched_variable_model  # noqa: E402
 
 
 def accumulator() -> bytes:
-    """Main: ``acc += x`` (a resource variable, initialised by a CALL_ONCE subgraph), then
-    ``acc * x``: the output depends on every invoke before."""
-    main, init = Graph(), Graph()
-    xs = main.add(x(np.ones(4, F32)), "x")
-    handle = main.add(out(I32, shape=()), "handle")
-    main.op("CALL_ONCE", [], [], {"init_subgraph_index": 1})
-    main.op("VAR_HANDLE", [], [handle], {"container": "", "shared_name": "acc"})
-    value = main.add(out(F32, shape=(4,)), "value")
-    main.op("READ_VARIABLE", [handle], [value])
-    total = main.add(out(F32, shape=(4,)), "total")
-    main.op("ADD", [value, xs], [total], {"fused_activation_function": 0})
-    main.op("ASSIGN_VARIABLE", [handle, total], [])
-    y = main.add(out(F32, shape=(4,)), "y")
-    main.op("MUL", [total, xs], [y], {"fused_activation_function": 0})
-    main.output(y)
-    h = init.add(out(I32, shape=()), "handle")
-    init.op("VAR_HANDLE", [], [h], {"container": "", "shared_name": "acc"})
-    init.op("ASSIGN_VARIABLE", [h, init.add(k(np.array([0.5, -1.0, 2.0, 0.0], F32)))], [])
-    return model(main, init)[0]
+    """``acc += x`` on a [2] float32 resource variable (initialised by a CALL_ONCE subgraph),
+    ``acc`` the output: each output depends on every invoke before."""
+    return mismatched_variable_model((2,))
+
+
+F32 = np.float32
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(numlite.__file__)))
 
 
 def adder() -> bytes:
@@ -113,7 +99,7 @@ def test_a_hot_model_switches_to_compiled_code_mid_run(hot):
     held_in = interpreter.tensor(interpreter.get_input_details()[0]["index"])()
     held_out = interpreter.tensor(interpreter.get_output_details()[0]["index"])()
     for step in range(10):
-        value = rng.standard_normal(4).astype(F32)
+        value = rng.standard_normal(2).astype(F32)
         expected = invoke(lite, value)
         if step % 2:
             assert_close(invoke(interpreter, value), expected, what=f"invoke {step}: ")
