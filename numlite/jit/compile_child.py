@@ -105,8 +105,8 @@ class Child:
             return "killed" if self.killed else self.start_error
         try:
             process.wait(CHILD_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            self.kill()
+        except subprocess.TimeoutExpired:  # a failure to report (not a kill: see ``killed``)
+            process.kill()
             process.wait()
             return f"the child compile took more than {CHILD_TIMEOUT_S:.0f} s"
         finally:

@@ -632,6 +632,7 @@ def _compile_in_child(ref: "weakref.ref[JitManager]", root: int, epoch: int) -> 
 def _load_in_background(ref: "weakref.ref[JitManager]", root: int, epoch: int) -> None:
     """Look ``root`` up in the cache's index; if found, generate it and load its compiled code."""
     from numlite.jit import compile_child
+
     try:
         manager = ref()
         if manager is None:
