@@ -108,19 +108,19 @@ class Child:
         except subprocess.TimeoutExpired:  # a failure to report (not a kill: see ``killed``)
             process.kill()
             process.wait()
+            self._stderr.close()
             return f"the child compile took more than {CHILD_TIMEOUT_S:.0f} s"
         finally:
             self._close_stdin()
             self._release()
             _LIVE.discard(self)
-        if self.killed:
-            return "killed"
-        if process.returncode != 0:
-            self._stderr.seek(0)
-            lines = self._stderr.read().decode(errors="replace").strip().splitlines()
-            self._stderr.close()
-            return lines[-1] if lines else f"exit status {process.returncode}"
-        self._stderr.close()
+        with self._stderr:
+            if self.killed:
+                return "killed"
+            if process.returncode != 0:
+                self._stderr.seek(0)
+                lines = self._stderr.read().decode(errors="replace").strip().splitlines()
+                return lines[-1] if lines else f"exit status {process.returncode}"
         return None
 
     def kill(self) -> None:

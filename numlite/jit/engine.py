@@ -389,11 +389,6 @@ class JitManager:
         if child is not None:
             child.kill()
 
-    def close(self) -> None:
-        """Abandon every background compile (the interpreter's finalizer does it too)."""
-        for root in list(self.pending) + list(self.children):
-            self.abandon(root)
-
     def _index_key(self, root: int) -> str | None:
         """The cache index key of this model, root and input shapes (None without Numba)."""
         from importlib.util import find_spec
