@@ -402,7 +402,7 @@ def test_resize_recompiles_and_uncovered_models_stay_on_numpy(jit_cache):
     for d in interpreter.get_input_details():
         interpreter.resize_tensor_input(d["index"], (3,))
     interpreter.allocate_tensors()
-    assert _compiled(interpreter)["module"] != first
+    assert _compiled(interpreter)["module"] == first  # sizes are run-time values of the same code (codegen.lift)
     got = run_interpreter(interpreter, [np.float32([1, 2, 3]), np.float32([0.5, 0.25, 4])])
     np.testing.assert_array_equal(got[0], np.float32([1.5, 2.25, 7]))
 

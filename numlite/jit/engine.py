@@ -94,6 +94,10 @@ class CompiledModel:
         from numlite.jit.kernels.common import CTL_SIZE
 
         self.ctl_size = gen.ctl_size
+        # The numbers lifted out of the source (codegen.lift): written into ctl by _bind.
+        self.numbers_at = gen.numbers_at
+        self.numbers = np.array(gen.numbers, np.int64)
+        self.floats = np.array(gen.floats, np.float64)
         self.messages = list(gen.messages)
         self.errors_at = CTL_SIZE + len(gen.arenas.constants)
         self.dims_at = self.errors_at + gen.error_values
@@ -159,6 +163,9 @@ class CompiledModel:
 
         self.A, addresses = self.arenas.build()
         self.ctl[CTL_SIZE : CTL_SIZE + len(addresses)] = addresses  # (self.arenas keeps them alive)
+        at = self.numbers_at
+        self.ctl[at] = self.floats.ctypes.data  # (self.floats keeps them alive)
+        self.ctl[at + 1 : at + 1 + len(self.numbers)] = self.numbers
         runtime = self.interpreter.subgraph(self.root)
         self.views = [(t, self.arenas.view(self.A, slot, shape)) for t, slot, shape in self.inputs]
         self.views += [
