@@ -5,8 +5,7 @@ point ``main(A, ctl)``, which sets the FP mode (flush-to-zero), calls ``run`` an
 Memory is one flat array per dtype (the *arenas*, passed as one tuple ``A``); every tensor is
 a slice of its dtype's arena at an offset planned here (tensors whose lifetimes do not overlap
 share bytes: :meth:`Arenas.plan`), so the generated code names each tensor as a local view,
-``t16 = a0[64:96]``, and every node is a line or a loop over those views with static shapes
-written as literals::
+``t16 = a0[64:96]``, and every node is a line or a loop over those views with static shapes::
 
     @njit(cache=True, nogil=True)
     def run(A, ctl):
@@ -26,9 +25,10 @@ what costs time (a function per kernel or per subgraph cost a separate compile e
 
 Constants (model weights, folded tensors, index maps the emitters compute) are arrays of
 their own, read in place through their addresses in ``ctl`` (``c3 = carray(at(ctl[9],
-np.float32), 12)``): a model's weights are not copied, and they are not in the source, so the
-source (and the compiled code, cached by Numba) depends only on the model's structure and
-shapes. ``main`` returns 0, or 1 after a kernel recorded an error in the control array ``ctl``
+np.float32), 12)``): a model's weights are not copied, and they are not in the source, and the
+numbers of the finished source (sizes, offsets, loop counts, scalar constants) are lifted into
+``ctl`` (:func:`lift`; ``t16 = a0[N3:N4]``), so the source (and the compiled code, cached by
+Numba) depends only on the model's structure: models of one structure and other sizes share it. ``main`` returns 0, or 1 after a kernel recorded an error in the control array ``ctl``
 (see :mod:`numlite.jit.kernels.common`) together with the index of its call-site chain in
 :attr:`Generator.traces`.
 """
