@@ -31,26 +31,10 @@ ENGINE_FILES = {
     "test_indexing.py", "test_layout.py", "test_logical.py", "test_reduce.py", "test_selection.py",
     "test_shape.py", "test_sweep_kernels.py", "test_unary.py",
 }  # fmt: skip
-# NUMLITE_TEST_JIT: "forms" (default) compiles each form of generated code once per session, over
-# the xdist workers (the jit variant of a case whose model is new only in its sizes and offsets is skipped, saying
-# so: Numba's compile of each model, ~0.5 s on an idle core, 2-3 s under load, would otherwise
-# cost the suite about 13 minutes); "all" compiles every case; "off" runs the NumPy engine only.
-JIT_TESTS = os.environ.get("NUMLITE_TEST_JIT", "forms")
-
-
-def _claim_form(folder: str, source: str) -> bool:
-    """Whether this process is the first of the session to compile the generated code
-    ``source`` up to its numbers (a file per form in the session's cache, made exclusively)."""
-    import hashlib
-
-    form = re.sub(r"\d+", "N", source)
-    path = os.path.join(folder, "forms", hashlib.sha256(form.encode()).hexdigest()[:32])
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    try:
-        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-    except FileExistsError:
-        return False
-    return True
+# NUMLITE_TEST_JIT: "off" runs the NumPy engine only. Every jit case compiles its model; models of one
+# structure generate the same source (their sizes are run-time values: numlite/jit/codegen.py, lift), so
+# a case whose form was compiled before, by either xdist worker, loads it from the session's cache.
+JIT_TESTS = os.environ.get("NUMLITE_TEST_JIT", "on")
 
 JIT_PROPERTY = "numlite_jit"  # the user_properties entry of a jit run: a list of (state, reason) per interpreter
 
@@ -87,48 +71,19 @@ def engine(request):
         pytest.skip(f"the compiled engine needs Numba: {jit.status()}")
     from numlite.jit import engine as jit_engine
 
-    made, numpy_runs, compiled_runs = [], collections.Counter(), collections.Counter()
+    made, runs = [], collections.Counter()
+
+    def record(event, manager, root):
+        if event == "made":
+            made.append(manager)
+        elif event in ("ran on numpy", "ran compiled"):
+            runs[event, id(manager), root] += 1
+
     monkeypatch = request.getfixturevalue("monkeypatch")
-    folder = request.getfixturevalue("jit_cache_dir")
-    init, invoke, run = jit_engine.JitManager.__init__, jit_engine.JitManager.invoke, jit_engine.CompiledModel.run
-    compile_model, claimed = jit_engine.CompiledModel.compile, set()
-
-    def recording_init(self, interpreter, mode):
-        init(self, interpreter, mode)
-        made.append(self)
-
-    def recording_invoke(self, sg, numpy_invoke):
-        def on_numpy():
-            numpy_runs[id(self), sg.index] += 1
-            numpy_invoke()
-
-        invoke(self, sg, on_numpy)
-
-    def recording_run(self):
-        compiled_runs[id(self.interpreter._jit), self.root] += 1
-        run(self)
-
-    def compile_each_form_once(self, *args, **kwargs):
-        from numlite.jit import cache
-
-        form = re.sub(r"\d+", "N", self.source)
-        # The same source, compiled before in the session, loads from Numba's cache (milliseconds).
-        known = (cache.cache_dir() / f"numlite_jit_{cache.module_key(self.source)}.py").exists()
-        if JIT_TESTS == "forms" and not known and form not in claimed and not _claim_form(folder, self.source):
-            request.node.user_properties.append((JIT_PROPERTY, [("deduplicated", "")]))
-            pytest.skip("jit: an earlier case compiled this model's code up to its sizes (NUMLITE_TEST_JIT=all runs it)")
-        claimed.add(form)
-        compile_model(self, *args, **kwargs)
-
-    monkeypatch.setattr(jit_engine.CompiledModel, "compile", compile_each_form_once)
-    monkeypatch.setattr(jit_engine.JitManager, "__init__", recording_init)
-    monkeypatch.setattr(jit_engine.JitManager, "invoke", recording_invoke)
-    monkeypatch.setattr(jit_engine.CompiledModel, "run", recording_run)
+    monkeypatch.setattr(jit_engine, "OBSERVERS", [record])
     monkeypatch.setenv("NUMLITE_JIT", "1")
-    monkeypatch.setenv("NUMLITE_CACHE_DIR", folder)
+    monkeypatch.setenv("NUMLITE_CACHE_DIR", request.getfixturevalue("jit_cache_dir"))
     yield name
-    if any(key == JIT_PROPERTY for key, _ in request.node.user_properties):
-        return  # skipped: deduplicated
     outcomes = []
     for manager in made:
         if manager.mode is not True:
@@ -140,8 +95,8 @@ def engine(request):
         for root, entry in roots.items():
             reason = entry.get("reason", "")
             if entry["compiled"]:
-                assert not numpy_runs[id(manager), root], f"subgraph {root} is reported compiled but ran on NumPy"
-                ran = compiled_runs[id(manager), root]
+                assert not runs["ran on numpy", id(manager), root], f"subgraph {root} is reported compiled but ran on NumPy"
+                ran = runs["ran compiled", id(manager), root]
                 outcomes.append(("compiled" if ran else "compiled, not invoked", ""))
             else:
                 assert reason.startswith("runs on NumPy: ") and "compiling failed" not in reason, \
@@ -174,17 +129,17 @@ def pytest_terminal_summary(terminalreporter):
     write("")
     write(f"jit engine (NUMLITE_TEST_JIT={JIT_TESTS}): test cases per file (compiled: every interpreter of the case ran "
           "compiled; numpy: at least one stayed on NumPy, for the reasons below; none: the case made no interpreter, or "
-          "none allocated; skipped: the same code up to sizes was compiled by an earlier case)")
+          "none allocated)")
     files: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     forms: collections.Counter = collections.Counter()
     for file, outcomes in _JIT_RUNS:
         states = {s for s, _ in outcomes}
-        state = "numpy" if "numpy" in states else "compiled" if "compiled" in states else "skipped" if "deduplicated" in states else "none"
+        state = "numpy" if "numpy" in states else "compiled" if "compiled" in states else "none"
         files[file][state] += 1
         forms.update(_fallback_form(r) for s, r in outcomes if s == "numpy")
     total = sum((c for c in files.values()), collections.Counter())
     for file, counts in [*sorted(files.items()), ("total", total)]:
-        write(f"  {file:32} " + " ".join(f"{counts[k]:5} {k}" for k in ("compiled", "skipped", "numpy", "none")))
+        write(f"  {file:32} " + " ".join(f"{counts[k]:5} {k}" for k in ("compiled", "numpy", "none")))
     if forms:
         write("jit engine: forms that stay on NumPy (interpreters)")
         for form, count in sorted(forms.items(), key=lambda kv: (-kv[1], kv[0])):

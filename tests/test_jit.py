@@ -402,7 +402,7 @@ def test_resize_recompiles_and_uncovered_models_stay_on_numpy(jit_cache):
     for d in interpreter.get_input_details():
         interpreter.resize_tensor_input(d["index"], (3,))
     interpreter.allocate_tensors()
-    assert _compiled(interpreter)["module"] != first
+    assert _compiled(interpreter)["module"] == first  # sizes are run-time values of the same code (codegen.lift)
     got = run_interpreter(interpreter, [np.float32([1, 2, 3]), np.float32([0.5, 0.25, 4])])
     np.testing.assert_array_equal(got[0], np.float32([1.5, 2.25, 7]))
 
@@ -561,3 +561,42 @@ def test_preserve_all_tensors_stays_on_numpy(reuse):
     report = interpreter.jit_report()["subgraphs"][0]
     assert not report["compiled"] and "experimental_preserve_all_tensors" in report["reason"]
     assert run_interpreter(interpreter, [rng_floats((32,), 3), np.int32(2)])[0] == 2
+
+
+def _add_relu6(batch: int, width: int) -> tuple[bytes, np.ndarray]:
+    """ADD of a [batch, width] input and a broadcast constant, with a fused RELU6 (floats in the
+    source: the clamp's bounds), and a feed."""
+    g = Graphs()
+    m = g.subgraph()
+    x = m.input((batch, width))
+    m.op("ADD", [x, m.const(rng_floats((width,), width))], (batch, width), options=Options("AddOptions", fused_activation_function=3))  # RELU6
+    return g.bytes(), rng_floats((batch, width), batch, -8.0, 8.0)
+
+
+def test_models_of_one_structure_share_one_compile(jit_cache, monkeypatch):
+    """Sizes, offsets and scalar constants are run-time values (codegen.lift): two models of one
+    structure and other sizes generate the same source, and the second does not compile; a
+    resize to another batch keeps the compiled code. Each matches LiteRT."""
+    from numlite.jit import engine as jit_engine
+
+    compiled: list[Any] = []
+    monkeypatch.setattr(jit_engine, "OBSERVERS", [lambda event, manager, root: event == "compiled" and compiled.append(manager.last[root])])
+    first, second = _add_relu6(2, 3), _add_relu6(5, 7)
+    models = []
+    for model, feed in (first, second):
+        interpreter = numlite.Interpreter(model_content=model, jit=True)
+        interpreter.allocate_tensors()
+        got = run_interpreter(interpreter, [feed])
+        assert_close(got[0], run_interpreter(litert_interpreter(model), [feed])[0])
+        models.append(_compiled(interpreter))
+    assert len(compiled) == 2 and compiled[0].source == compiled[1].source and compiled[0].numbers.tolist() != compiled[1].numbers.tolist()
+    assert models[0]["module"] == models[1]["module"] and models[1]["reused"]
+
+    model, _ = first  # resized to another batch: the compiled model is kept, with new sizes
+    interpreter = numlite.Interpreter(model_content=model, jit=True)
+    interpreter.allocate_tensors()
+    built = compiled[-1]
+    feed = rng_floats((6, 3), 6, -8.0, 8.0)
+    got = run_interpreter(interpreter, [feed])  # resizes, then allocates
+    assert compiled[-1] is built and interpreter.jit_report()["subgraphs"][0]["compiled"]
+    assert_close(got[0], run_interpreter(litert_interpreter(model), [feed])[0])

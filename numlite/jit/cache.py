@@ -4,8 +4,9 @@ The folder is ``$NUMLITE_CACHE_DIR/jit`` when that variable is set, else
 ``$XDG_CACHE_HOME/numlite/jit``, else ``~/.cache/numlite/jit``. A generated module is named
 by a hash of its source, numlite's and Numba's versions and the source of numlite's compiled
 kernels (Numba's cache checks only the generated file itself, not the kernels it calls); the
-source holds the model's structure and static shapes but no weights, which are copied into
-the arenas at run time, so a module serves every model of that structure. Numba keeps the
+source holds the model's structure only: no weights (read in place through their addresses),
+and no sizes, offsets or scalar constants (read from ``ctl``: numlite/jit/codegen.py, ``lift``),
+so a module serves every model of that structure, whatever its sizes. Numba keeps the
 compiled code beside it, in ``__pycache__`` (``njit(cache=True)``): a second process that
 builds the same module loads that code instead of compiling.
 """

@@ -5,8 +5,7 @@ point ``main(A, ctl)``, which sets the FP mode (flush-to-zero), calls ``run`` an
 Memory is one flat array per dtype (the *arenas*, passed as one tuple ``A``); every tensor is
 a slice of its dtype's arena at an offset planned here (tensors whose lifetimes do not overlap
 share bytes: :meth:`Arenas.plan`), so the generated code names each tensor as a local view,
-``t16 = a0[64:96]``, and every node is a line or a loop over those views with static shapes
-written as literals::
+``t16 = a0[64:96]``, and every node is a line or a loop over those views with static shapes::
 
     @njit(cache=True, nogil=True)
     def run(A, ctl):
@@ -26,9 +25,10 @@ what costs time (a function per kernel or per subgraph cost a separate compile e
 
 Constants (model weights, folded tensors, index maps the emitters compute) are arrays of
 their own, read in place through their addresses in ``ctl`` (``c3 = carray(at(ctl[9],
-np.float32), 12)``): a model's weights are not copied, and they are not in the source, so the
-source (and the compiled code, cached by Numba) depends only on the model's structure and
-shapes. ``main`` returns 0, or 1 after a kernel recorded an error in the control array ``ctl``
+np.float32), 12)``): a model's weights are not copied, and they are not in the source, and the
+numbers of the finished source (sizes, offsets, loop counts, scalar constants) are lifted into
+``ctl`` (:func:`lift`; ``t16 = a0[N3:N4]``), so the source (and the compiled code, cached by
+Numba) depends only on the model's structure: models of one structure and other sizes share it. ``main`` returns 0, or 1 after a kernel recorded an error in the control array ``ctl``
 (see :mod:`numlite.jit.kernels.common`) together with the index of its call-site chain in
 :attr:`Generator.traces`.
 """
@@ -36,8 +36,10 @@ shapes. ``main`` returns 0, or 1 after a kernel recorded an error in the control
 from __future__ import annotations
 
 import contextlib
+import io
 import re
 import sys
+import tokenize
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
@@ -251,6 +253,63 @@ class Arenas:
 
 
 _NAMES = re.compile(r"\bt\d+\b")
+_INT64_MAX = (1 << 63) - 1
+_STRUCTURAL_CALLS = {"fail", "cancelled"}  # their numbers name a subgraph, node and call-site chain
+
+
+def lift(lines: Sequence[str]) -> tuple[list[str], list[int], list[float]]:
+    """The numbers of generated code (sizes, offsets, constants' slots, loop counts, scalar
+    constants) as run-time values, so that models of one structure have byte-identical source
+    and share one compile: each integer becomes ``N<k>`` and each float ``F<k>``, in order of
+    occurrence, and their values are returned (the engine writes them into ``ctl``). Kept
+    literal: the index of the arena tuple (``A[0]``: Numba needs a constant to index a
+    heterogeneous tuple), a slot of ``ctl`` (``ctl[0]``, the cancel flag; ``ctl[9]``, a
+    constant's address: the order of the constants is the structure's), the node an error
+    names (``fail(ctl, 2, 3, 1)``), a 0 that is not a slice bound (the element of a
+    one-element tensor, ``return 0``: part of the structure, and cheaper as a constant), and
+    integers beyond int64. An integer read from the
+    int64 ``ctl`` types as an integer literal does (int64), and a float from the float64
+    array as a float literal does (float64), so the code computes exactly as with literals
+    (``np.float32(F3)`` rounds the same double)."""
+    text = "\n".join(lines) + "\n"
+    tokens = [t for t in tokenize.generate_tokens(io.StringIO(text).readline)
+              if t.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT)]
+    numbers: list[int] = []
+    floats: list[float] = []
+    edits: list[tuple[int, int, int, str]] = []  # (row, start, end, name)
+    open_brackets: list[tuple[str, str]] = []  # (bracket, the name before it)
+    for n, tok in enumerate(tokens):
+        if tok.string in ("(", "[", "{"):
+            open_brackets.append((tok.string, tokens[n - 1].string if n else ""))
+        elif tok.string in (")", "]", "}") and open_brackets:
+            open_brackets.pop()
+        if tok.type != tokenize.NUMBER:
+            continue
+        before = tokens[n - 1].string if n else ""
+        after = tokens[n + 1].string if n + 1 < len(tokens) else ""
+        inside = open_brackets[-1] if open_brackets else ("", "")
+        if inside in (("[", "A"), ("[", "ctl")) or inside[1] in _STRUCTURAL_CALLS:
+            continue
+        value: int | float
+        try:
+            value = int(tok.string, 0)
+        except ValueError:
+            try:
+                value = float(tok.string)
+            except ValueError:  # an imaginary number
+                continue
+            edits.append((tok.start[0], tok.start[1], tok.end[1], f"F{len(floats)}"))
+            floats.append(value)
+            continue
+        if value > _INT64_MAX or (value == 0 and not (inside[0] == "[" and ":" in (before, after))):
+            continue
+        edits.append((tok.start[0], tok.start[1], tok.end[1], f"N{len(numbers)}"))
+        numbers.append(value)
+    out = text.split("\n")
+    for row, start, end, name in reversed(edits):  # right to left: the columns stay valid
+        line = out[row - 1]
+        out[row - 1] = line[:start] + name + line[end:]
+    return out[: len(lines)], numbers, floats
 
 
 def _over_loops(first: int, last: int, loops: Sequence[tuple[int, int]]) -> tuple[int, int]:
@@ -300,6 +359,8 @@ class Generator:
         self.call_once: list[Any] = []
         self.threads = _threads(getattr(interpreter, "num_threads", None))  # for the loop kernels' prange
         self.parallel = False  # an emitter called a parallel loop kernel: the engine sets the thread count
+        self.numbers: list[int] = []  # the integers and floats lifted out of the source (see lift)
+        self.floats: list[float] = []
 
     def generate(self) -> str:
         """The module's source; raises NotCompiled naming what is not covered."""
@@ -346,7 +407,8 @@ class Generator:
             f"    {s.name} = carray(at(ctl[{CTL_SIZE + number[s]}], np.{arenas.dtypes[s.arena].name}), {s.size})"
             for s in sorted((s for s in self.slots if s.constant), key=lambda s: number[s])
         ]  # fmt: skip
-        body += self.lines + [f"    return 0{returned}", ""]
+        body += self.lines + [f"    return 0{returned}"]
+        body = body[:2] + self._lift(body[2:]) + [""]
         # The entry point: the model's code between setting and restoring the FP mode (run has
         # several returns; a second function keeps the restore on every path).
         # A cancel() before this invoke does not stop it (as on NumPy): the flag is cleared here,
@@ -356,8 +418,8 @@ class Generator:
         modules = sorted({m for m, _, _ in self.imports.values()})
         header = [
             f"# Generated by numlite.jit from subgraph {self.root} of a model: {self.ops} operators,",
-            "# arenas " + ", ".join(f"{d.name}[{n}]" for d, n in zip(self.arenas.dtypes, self.arenas.sizes))
-            + f", {len(self.arenas.constants)} constants.",
+            "# arenas " + ", ".join(d.name for d in self.arenas.dtypes) + f", {len(self.arenas.constants)} constants;"
+            + f" {len(self.numbers)} integers and {len(self.floats)} floats in ctl (see codegen.lift).",
             "# Content-addressed cache file: do not edit.",
             "import math",
             "",
@@ -373,12 +435,27 @@ class Generator:
         return "\n".join(header + body) + "\n"
 
     @property
-    def ctl_size(self) -> int:
-        """The length of the control array: the fixed slots, the constants' addresses, the
-        values of run-time shape errors and the dims of outputs of run-time shape."""
+    def numbers_at(self) -> int:
+        """The ``ctl`` slot of the floats' address, followed by the integers (see :func:`lift`):
+        past the fixed slots, the constants' addresses, the values of run-time shape errors and
+        the dims of outputs of run-time shape."""
         from numlite.jit.kernels.common import CTL_SIZE
 
         return CTL_SIZE + len(self.arenas.constants) + self.error_values + sum(r for _, _, r, _ in self.dynamic_outputs)
+
+    @property
+    def ctl_size(self) -> int:
+        """The length of the control array (see :attr:`numbers_at`)."""
+        return self.numbers_at + 1 + len(self.numbers)
+
+    def _lift(self, lines: list[str]) -> list[str]:
+        """``run``'s body with its numbers lifted (:func:`lift`) and read at its top."""
+        lines, self.numbers, self.floats = lift(lines)
+        at = self.numbers_at
+        top = [f"    F = carray(at(ctl[{at}], np.float64), {len(self.floats)})"] if self.floats else []
+        top += [f"    F{k} = F[{k}]" for k in range(len(self.floats))]
+        top += [f"    N{k} = ctl[{at + 1 + k}]" for k in range(len(self.numbers))]
+        return top + lines
 
     def _return_dynamic_outputs(self, positions: list[int]) -> str:
         """Lines giving each root output of run-time shape to ``run``'s return (a fresh array:

@@ -51,6 +51,17 @@ log = logging.getLogger("numlite.jit")
 AUTO_HOT_SECONDS = 0.5  # NumPy invoke time after which "auto" compiles a root subgraph
 AUTO_MIN_INVOKES = 3  # ...and at least this many invokes (one slow first invoke is not "hot")
 
+# Observers of the engines (the test suite records with them what ran where): each is called as
+# ``observer(event, manager, root)``. Events: "made" (a JitManager was made; root -1),
+# "compiled" (manager.last[root] was compiled, or loaded from a cache), "ran on numpy" and
+# "ran compiled" (an invoke of root). Nothing is called, and nothing costs, while it is empty.
+OBSERVERS: list[Callable[[str, "JitManager", int], None]] = []
+
+
+def _notify(event: str, manager: "JitManager", root: int) -> None:
+    for observer in list(OBSERVERS):
+        observer(event, manager, root)
+
 
 def _flushes(interpreter: Any) -> bool:
     """Whether the interpreter flushes denormals while it runs (``flush_denormals``)."""
@@ -73,6 +84,7 @@ class CompiledModel:
         self.generate_seconds = time.perf_counter() - started
         self.compile_seconds: float | None = None
         self.cache_hit = False
+        self.reused = False  # main was compiled before for these types, in this process (the same source)
         self.compiled_in_child = False
         self.path = None
         self.fn: Callable[..., int] | None = None
@@ -95,6 +107,10 @@ class CompiledModel:
         from numlite.jit.kernels.common import CTL_SIZE
 
         self.ctl_size = gen.ctl_size
+        # The numbers lifted out of the source (codegen.lift): written into ctl by _bind.
+        self.numbers_at = gen.numbers_at
+        self.numbers = np.array(gen.numbers, np.int64)
+        self.floats = np.array(gen.floats, np.float64)
         self.messages = list(gen.messages)
         self.errors_at = CTL_SIZE + len(gen.arenas.constants)
         self.dims_at = self.errors_at + gen.error_values
@@ -141,7 +157,9 @@ class CompiledModel:
         fn = module.main
         # The compiled overload's own entry point: no dispatch on the argument types (about
         # 0.5 us of Numba's dispatcher per call); the arenas' types never change for a source.
-        entry = fn.compile((numba.typeof(self.A), numba.typeof(self.ctl)))
+        signature = (numba.typeof(self.A), numba.typeof(self.ctl))
+        self.reused = signature in fn.overloads
+        entry = fn.compile(signature)
         self.cache_hit = bool(fn.stats.cache_hits) and not fn.stats.cache_misses
         self.compile_seconds = time.perf_counter() - started
         self.fn = entry
@@ -153,6 +171,9 @@ class CompiledModel:
 
         self.A, addresses = self.arenas.build()
         self.ctl[CTL_SIZE : CTL_SIZE + len(addresses)] = addresses  # (self.arenas keeps them alive)
+        at = self.numbers_at
+        self.ctl[at] = self.floats.ctypes.data  # (self.floats keeps them alive)
+        self.ctl[at + 1 : at + 1 + len(self.numbers)] = self.numbers
         runtime = self.interpreter.subgraph(self.root)
         self.views = [(t, self.arenas.view(self.A, slot, shape)) for t, slot, shape in self.inputs]
         self.views += [
@@ -211,6 +232,8 @@ class CompiledModel:
     def run(self) -> None:
         """One invoke (the inputs and outputs are the arena views: see :meth:`attach`; the
         compiled ``main`` clears the cancel flag and the error code)."""
+        if OBSERVERS:
+            _notify("ran compiled", self.interpreter._jit, self.root)
         if self.copies is not None:
             self._run_copying()
         elif self.dynamic_outputs:
@@ -352,6 +375,8 @@ class JitManager:
         self.loading: set[int] = set()  # roots found in the cache's index, being loaded
         self.looked_up: dict[int, tuple] = {}  # the input shapes a root was last looked up for
         self._finalizer = weakref.finalize(self, _kill_children, self.children)
+        if OBSERVERS:
+            _notify("made", self, -1)
 
     # -- building ---------------------------------------------------------------------------------
 
@@ -439,6 +464,8 @@ class JitManager:
             return  # abandoned meanwhile (re-allocated for other shapes)
         self.reasons.pop(built.root, None)
         self.engines[built.root] = built  # invoke checks, in the interpreter's thread, that it is current
+        if OBSERVERS:
+            _notify("compiled", self, built.root)
         key = self._index_key(built.root)
         if key is not None and built.path is not None:
             from numlite.jit import cache
@@ -480,6 +507,8 @@ class JitManager:
         if engine is not None:
             engine.run()
             return
+        if OBSERVERS:
+            _notify("ran on numpy", self, sg.index)
         pending = self.pending.get(sg.index)
         if self.mode != "auto" or sg.index in self.reasons or (pending is not None and not pending.lookup):  # type: ignore[attr-defined]
             numpy_invoke()  # (a lookup in the cache's index goes on counting: it may find nothing)
@@ -545,7 +574,7 @@ class JitManager:
                 entry.update(
                     operators=built.operators, subgraphs=sorted(built.generations), module=str(built.path) if built.path else None,
                     generate_seconds=built.generate_seconds, compile_seconds=built.compile_seconds, cache_hit=built.cache_hit,
-                    compiled_in_child=built.compiled_in_child,
+                    compiled_in_child=built.compiled_in_child, reused=built.reused,
                     arena_bytes=built.arenas.arena_bytes, constant_bytes=built.arenas.constant_bytes(shared=False),
                     shared_constant_bytes=built.arenas.constant_bytes(shared=True),
                     state_bytes=built.state.nbytes if built.state is not None else 0,  # within constant_bytes
