@@ -74,7 +74,7 @@ def keras_model(name: str) -> bytes:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import quantized
 
-    data = quantized._official_in_child(name, "int8")
+    data = quantized.official_model(name, "int8")
     if isinstance(data, str):
         raise RuntimeError(data)
     return data
