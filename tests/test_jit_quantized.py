@@ -397,6 +397,15 @@ def conv_forms() -> tuple[bytes, list[np.ndarray], list[str]]:
         node(f"depthwise{i}", "DEPTHWISE_CONV_2D", [src, f, b], out(I8, (0.1 + 0.02 * i, -3 + i), shape),
              {"padding": padding, "stride_h": s, "stride_w": s, "depth_multiplier": mult, "fused_activation_function": act,
               "dilation_h_factor": d, "dilation_w_factor": d})
+    # small rescales, no activation: many negative sums rescale to exactly half (LiteRT rounds
+    # them up, numlite's NumPy kernels away from zero: these outputs tell the two apart)
+    t = g.add(x(ints(I8, (1, 12, 12, 16)), X), "t")
+    for i, (op, shape, per_channel) in enumerate([("CONV_2D", (16, 1, 1, 16), True), ("CONV_2D", (16, 3, 3, 16), False),
+                                                  ("DEPTHWISE_CONV_2D", (1, 3, 3, 16), True)]):
+        f, b = weights(shape, 0 if op == "CONV_2D" else 3, per_channel, X[0])
+        options = {"padding": SAME, "stride_h": 1, "stride_w": 1, "fused_activation_function": 0, "dilation_h_factor": 1,
+                   "dilation_w_factor": 1, **({"depth_multiplier": 1} if op != "CONV_2D" else {})}
+        node(f"halves{i}", op, [t, f, b], out(I8, (X[0] * 0.01 * 2**5 * (1 if i == 2 else 4), -5), (1, 12, 12, 16)), options)
     for op in ("MAX_POOL_2D", "AVERAGE_POOL_2D"):
         for i, (src, q, padding, kk, s, act) in enumerate([(a, X, VALID, 2, 2, 0), (a, X, SAME, 3, 2, 1), (wide, (0.03, 11), SAME, 2, 1, 3)]):
             ih, iw, batch, ch = (h, w, n, c) if src == a else (5, 6, 1, 19)
@@ -427,6 +436,7 @@ def conv_forms_model():
             patch.setattr(conv, "PARALLEL_MIN_WORK", 0)
             it.allocate_tensors()
         compiled[threads] = it
+    assert compiled[2]._jit.engines[0].threads == 2 and compiled[1]._jit.engines[0].threads == 0  # the parallel twins ran
     return data, feeds, names, compiled
 
 
@@ -442,10 +452,11 @@ def test_int8_convolutions_and_pools_are_bit_exact_with_litert(conv_forms_model,
     # LiteRT's own integer kernels: its default XNNPACK delegate requantizes int8 convolutions
     # in float32 and differs from them by 1 on a few outputs (3 of 2016 in conv0 here)
     reference = run(litert_interpreter(data, builtin_only=True), fresh)
-    numpy_engine = run(numlite.Interpreter(model_content=data), fresh)
+    numpy_engine = run(numlite.Interpreter(model_content=data), fresh)  # the pools and splits: also the NumPy engine's
     for threads, it in compiled.items():
         ours = run(it, fresh)
         for name in names:
             assert ours[name].dtype == reference[name].dtype, name
             np.testing.assert_array_equal(ours[name], reference[name], err_msg=f"{name}, {threads} threads")
-            np.testing.assert_array_equal(ours[name], numpy_engine[name], err_msg=f"{name}, {threads} threads, NumPy engine")
+            if "pool" in name or "split" in name:
+                np.testing.assert_array_equal(ours[name], numpy_engine[name], err_msg=f"{name}, {threads} threads, NumPy engine")

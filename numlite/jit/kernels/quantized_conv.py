@@ -16,10 +16,11 @@ with their parallel twins for ``num_threads``) on exact integers:
    NumPy engine's own bound for its float32 BLAS path, ``quantized_blocks``). A node beyond the
    bound stays on NumPy, and the report says why. The sum is then LiteRT's int32 accumulator
    ``sum (x - x_zp) * (w - w_zp)``, exactly;
-4. one pass adds the int32 bias (wrapping as C++'s int32 does), rescales each channel with
-   LiteRT's MultiplyByQuantizedMultiplier (:func:`numlite.jit.kernels.quantized.
-   multiply_by_quantized_multiplier`, gemmlowp's double rounding, per channel or per tensor),
-   adds the output zero point and clamps to the fused activation's ``[act_min, act_max]``.
+4. one pass adds the int32 bias (wrapping as C++'s int32 does), rescales each channel by its
+   fixed-point multiplier and shift (the NumPy kernel's, per channel or per tensor) with the
+   rounding LiteRT's kernels use (:func:`rescale`: halves up at the shift, where numlite's NumPy
+   kernels round them away from zero, see there), adds the output zero point and clamps to the
+   fused activation's ``[act_min, act_max]``.
 
 Why float32 and not int8 x int8 -> int32 lanes: the float tile (8-lane FMAs, 30-42 GMAC/s on one
 AVX2 core) and its geometry (padding, strides, dilations, groups, depth multipliers, threads)
@@ -49,7 +50,6 @@ from numba import njit
 from numlite.jit.kernels import emits
 from numlite.jit.kernels.common import require
 from numlite.jit.kernels.conv import conv_node, depthwise_node, geometry
-from numlite.jit.kernels.quantized import multiply_by_quantized_multiplier
 
 INT8, UINT8 = np.dtype(np.int8), np.dtype(np.uint8)
 F32 = np.dtype(np.float32)
@@ -63,14 +63,31 @@ def center(x, xf, zero):
         xf[i] = np.float32(np.int32(x[i]) - zero)
 
 
+@njit(inline="always")
+def rescale(x, multiplier, shift):
+    """LiteRT's rescale of an int32 sum in its integer CONV_2D and DEPTHWISE_CONV_2D (the
+    builtin kernels of ai-edge-litert, measured): the rounding doubling high multiply
+    ``(x * m + 2**30) >> 31``, then a rounding right shift by ``-shift`` that rounds halves UP
+    (``(v + 2**(r - 1)) >> r``), not away from zero as gemmlowp's RoundingDivideByPOT (and
+    :func:`numlite.jit.kernels.quantized.multiply_by_quantized_multiplier`, numlite's NumPy
+    kernels) do: on ``tests/test_jit_quantized.py``'s forms and MobileNetV2 the two differ on
+    0.1-0.7% of the outputs, the negative ones at exactly half, and LiteRT gives the halves-up
+    value every time. ``x`` in int64, wrapped to int32 first (C++'s int32 arithmetic)."""
+    a = np.int64(np.int32(np.int64(np.int32(x)) << (shift if shift > 0 else 0)))
+    v = (a * multiplier + (1 << 30)) >> 31
+    if shift < 0:
+        v = (v + (np.int64(1) << (-shift - 1))) >> -shift
+    return v
+
+
 @njit(nogil=True, error_model="numpy")
 def requantize_channels(acc, p, o, pixels, channels, zero, low, high):
-    """``o[m, c] = clamp(MBQM(int32(acc[m, c] + bias[c]), mult[c], shift[c]) + zero, low, high)``;
+    """``o[m, c] = clamp(rescale(int32(acc[m, c] + bias[c]), mult[c], shift[c]) + zero, low, high)``;
     ``p`` holds ``bias``, ``mult`` and ``shift`` one after the other (``channels`` each)."""
     for m in range(pixels):
         q = m * channels
         for c in range(channels):
-            v = multiply_by_quantized_multiplier(np.int64(acc[q + c]) + p[c], p[channels + c], p[2 * channels + c]) + zero
+            v = rescale(np.int64(acc[q + c]) + p[c], p[channels + c], p[2 * channels + c]) + zero
             o[q + c] = low if v < low else (high if v > high else v)
 
 
@@ -89,16 +106,9 @@ def _conv_operands(node: Any) -> tuple:
     return x, f, bias, out, k
 
 
-def _fixed_point_rescale() -> None:
-    from numlite.kernels import fixed_point
-
-    require(not fixed_point.SINGLE_ROUNDING, "quantized convolutions with TFLITE_SINGLE_ROUNDING are not compiled")
-
-
 @emits("CONV_2D", "DEPTHWISE_CONV_2D", quantized=True)
 def emit_conv(node: Any, g: Any) -> None:
     x, f, bias, out, k = _conv_operands(node)
-    _fixed_point_rescale()
     depthwise = node.op_name == "DEPTHWISE_CONV_2D"
     weights = np.asarray(f.value).astype(np.int64) - k.w_zp
     channels = f.shape[3] if depthwise else f.shape[0]
