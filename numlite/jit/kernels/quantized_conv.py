@@ -56,7 +56,7 @@ F32 = np.dtype(np.float32)
 FLOAT32_EXACT = 1 << 24  # every integer up to this magnitude is a float32
 
 
-@njit(nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def center(x, xf, zero):
     """``xf = x - zero`` as float32 (exact)."""
     for i in range(x.size):
@@ -80,7 +80,7 @@ def rescale(x, multiplier, shift):
     return v
 
 
-@njit(nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def requantize_channels(acc, p, o, pixels, channels, zero, low, high):
     """``o[m, c] = clamp(rescale(int32(acc[m, c] + bias[c]), mult[c], shift[c]) + zero, low, high)``;
     ``p`` holds ``bias``, ``mult`` and ``shift`` one after the other (``channels`` each)."""
@@ -135,7 +135,7 @@ def emit_conv(node: Any, g: Any) -> None:
 # -- pools ------------------------------------------------------------------------------------------
 
 
-@njit(nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def pool_int(x, o, acc, n, h, w, c, oh, ow, fh, fw, sh, sw, top, left, average, low, high):
     """Integer MAX_POOL_2D / AVERAGE_POOL_2D over NHWC (``acc``: ``c`` int32 of working memory)."""
     for b in range(n):
