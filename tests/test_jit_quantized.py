@@ -376,6 +376,12 @@ def conv_forms() -> tuple[bytes, list[np.ndarray], list[str]]:
     f, b = weights((24, 1, 1, 19), 0, True, 0.03)  # (LiteRT's int8 CONV_2D requires a bias)
     node("conv_wide", "CONV_2D", [wide, f, b], out(I8, (0.3, -128), (1, 5, 6, 24)),
          {"padding": VALID, "stride_h": 1, "stride_w": 1, "fused_activation_function": 0, "dilation_h_factor": 1, "dilation_w_factor": 1})
+    # rescales of 0.5-1 (a shift of 0: no rounding shift) and above 1 (a left shift first)
+    for i, out_scale in enumerate((7e-4, 2.5e-4)):
+        small = g.add(k(RNG.integers(-3, 4, (4, 1, 1, c)).astype(I8), (0.01, 0)))
+        node(f"rescale{i}", "CONV_2D", [a, small, g.add(k(RNG.integers(-300, 300, 4).astype(I32), (X[0] * 0.01, 0)))],
+             out(I8, (out_scale, 4), (n, h, w, 4)),
+             {"padding": VALID, "stride_h": 1, "stride_w": 1, "fused_activation_function": 0, "dilation_h_factor": 1, "dilation_w_factor": 1})
     # the legacy uint8 form: uint8 weights with a zero point of their own, per tensor
     fu = g.add(k(ints(U8, (4, 3, 3, 3)), (0.02, 120)))
     bu = g.add(k(RNG.integers(-500, 500, 4).astype(I32), (0.04 * 0.02, 0)))
