@@ -36,9 +36,9 @@ def own_cache(jit_cache):
     return jit_cache
 
 
-def ints(dtype: Any, shape: tuple[int, ...]) -> np.ndarray:
+def ints(dtype: Any, shape: tuple[int, ...], rng: np.random.Generator = RNG) -> np.ndarray:
     info = np.iinfo(dtype)
-    return RNG.integers(info.min, info.max + 1, shape).astype(dtype)
+    return rng.integers(info.min, info.max + 1, shape).astype(dtype)
 
 
 def forms() -> tuple[bytes, list[np.ndarray], list[str]]:
@@ -336,12 +336,13 @@ def conv_forms() -> tuple[bytes, list[np.ndarray], list[str]]:
     output: per-channel and per-tensor weights, SAME and VALID, strides, dilations, groups,
     depth multipliers, every fused activation, non-zero zero points, channel counts that do not
     fill the kernels' 16- and 8-channel blocks, pixel counts that do not fill the 4-pixel tile."""
+    rng = np.random.default_rng(17)  # its own: the same model whichever tests ran before
     g = Graph()
     n, h, w, c = 2, 9, 7, 6
     X = (0.05, -7)
-    a = g.add(x(ints(I8, (n, h, w, c)), X), "a")
-    wide = g.add(x(ints(I8, (1, 5, 6, 19)), (0.03, 11)), "wide")
-    u = g.add(x(ints(U8, (1, 6, 5, 3)), (0.04, 131)), "u")
+    a = g.add(x(ints(I8, (n, h, w, c), rng), X), "a")
+    wide = g.add(x(ints(I8, (1, 5, 6, 19), rng), (0.03, 11)), "wide")
+    u = g.add(x(ints(U8, (1, 6, 5, 3), rng), (0.04, 131)), "u")
     names = []
 
     def node(name: str, op: str, inputs: list[int], spec: Any, options: dict) -> None:
@@ -352,11 +353,11 @@ def conv_forms() -> tuple[bytes, list[np.ndarray], list[str]]:
 
     def weights(shape: tuple[int, ...], axis: int, per_channel: bool, x_scale: float) -> tuple[int, int]:
         channels = shape[axis]
-        scales = RNG.uniform(0.002, 0.02, channels).astype(F32) if per_channel else np.full(channels, 0.01, F32)
+        scales = rng.uniform(0.002, 0.02, channels).astype(F32) if per_channel else np.full(channels, 0.01, F32)
         q = (scales, np.zeros(channels, I64), axis) if per_channel else (0.01, 0)
-        f = g.add(k(ints(I8, shape), q))
+        f = g.add(k(ints(I8, shape, rng), q))
         bias_q = (x_scale * scales, np.zeros(channels, I64), 0) if per_channel else (x_scale * 0.01, 0)
-        return f, g.add(k(RNG.integers(-3000, 3000, channels).astype(I32), bias_q))
+        return f, g.add(k(rng.integers(-3000, 3000, channels).astype(I32), bias_q))
 
     # CONV_2D: (out channels, kh, kw, padding, strides, dilations, activation, groups, per channel)
     convs = [
@@ -378,13 +379,13 @@ def conv_forms() -> tuple[bytes, list[np.ndarray], list[str]]:
          {"padding": VALID, "stride_h": 1, "stride_w": 1, "fused_activation_function": 0, "dilation_h_factor": 1, "dilation_w_factor": 1})
     # rescales of 0.5-1 (a shift of 0: no rounding shift) and above 1 (a left shift first)
     for i, out_scale in enumerate((7e-4, 2.5e-4)):
-        small = g.add(k(RNG.integers(-3, 4, (4, 1, 1, c)).astype(I8), (0.01, 0)))
-        node(f"rescale{i}", "CONV_2D", [a, small, g.add(k(RNG.integers(-300, 300, 4).astype(I32), (X[0] * 0.01, 0)))],
+        small = g.add(k(rng.integers(-3, 4, (4, 1, 1, c)).astype(I8), (0.01, 0)))
+        node(f"rescale{i}", "CONV_2D", [a, small, g.add(k(rng.integers(-300, 300, 4).astype(I32), (X[0] * 0.01, 0)))],
              out(I8, (out_scale, 4), (n, h, w, 4)),
              {"padding": VALID, "stride_h": 1, "stride_w": 1, "fused_activation_function": 0, "dilation_h_factor": 1, "dilation_w_factor": 1})
     # the legacy uint8 form: uint8 weights with a zero point of their own, per tensor
-    fu = g.add(k(ints(U8, (4, 3, 3, 3)), (0.02, 120)))
-    bu = g.add(k(RNG.integers(-500, 500, 4).astype(I32), (0.04 * 0.02, 0)))
+    fu = g.add(k(ints(U8, (4, 3, 3, 3), rng), (0.02, 120)))
+    bu = g.add(k(rng.integers(-500, 500, 4).astype(I32), (0.04 * 0.02, 0)))
     node("conv_uint8", "CONV_2D", [u, fu, bu], out(U8, (0.15, 125), (1, 6, 5, 4)),
          {"padding": SAME, "stride_h": 1, "stride_w": 1, "fused_activation_function": 1, "dilation_h_factor": 1, "dilation_w_factor": 1})
     # DEPTHWISE_CONV_2D: (input, channels, multiplier, k, padding, stride, dilation, activation, per channel)
@@ -405,13 +406,19 @@ def conv_forms() -> tuple[bytes, list[np.ndarray], list[str]]:
               "dilation_h_factor": d, "dilation_w_factor": d})
     # small rescales, no activation: many negative sums rescale to exactly half (LiteRT rounds
     # them up, numlite's NumPy kernels away from zero: these outputs tell the two apart)
-    t = g.add(x(ints(I8, (1, 12, 12, 16)), X), "t")
+    t = g.add(x(ints(I8, (1, 12, 12, 16), rng), X), "t")
     for i, (op, shape, per_channel) in enumerate([("CONV_2D", (16, 1, 1, 16), True), ("CONV_2D", (16, 3, 3, 16), False),
                                                   ("DEPTHWISE_CONV_2D", (1, 3, 3, 16), True)]):
         f, b = weights(shape, 0 if op == "CONV_2D" else 3, per_channel, X[0])
         options = {"padding": SAME, "stride_h": 1, "stride_w": 1, "fused_activation_function": 0, "dilation_h_factor": 1,
                    "dilation_w_factor": 1, **({"depth_multiplier": 1} if op != "CONV_2D" else {})}
         node(f"halves{i}", op, [t, f, b], out(I8, (X[0] * 0.01 * 2**5 * (1 if i == 2 else 4), -5), (1, 12, 12, 16)), options)
+    # LiteRT's DEPTHWISE_CONV_2D rounds the halves of its last 12 % 8 channels away from zero
+    t12 = g.add(x(ints(I8, (1, 12, 12, 12), rng), X), "t12")
+    f, b = weights((1, 3, 3, 12), 3, True, X[0])
+    node("halves_depthwise_12", "DEPTHWISE_CONV_2D", [t12, f, b], out(I8, (X[0] * 0.01 * 2**5, -5), (1, 12, 12, 12)),
+         {"padding": SAME, "stride_h": 1, "stride_w": 1, "fused_activation_function": 0, "dilation_h_factor": 1, "dilation_w_factor": 1,
+          "depth_multiplier": 1})
     for op in ("MAX_POOL_2D", "AVERAGE_POOL_2D"):
         for i, (src, q, padding, kk, s, act) in enumerate([(a, X, VALID, 2, 2, 0), (a, X, SAME, 3, 2, 1), (wide, (0.03, 11), SAME, 2, 1, 3)]):
             ih, iw, batch, ch = (h, w, n, c) if src == a else (5, 6, 1, 19)
@@ -466,3 +473,25 @@ def test_int8_convolutions_and_pools_are_bit_exact_with_litert(conv_forms_model,
             np.testing.assert_array_equal(ours[name], reference[name], err_msg=f"{name}, {threads} threads")
             if "pool" in name or "split" in name:
                 np.testing.assert_array_equal(ours[name], numpy_engine[name], err_msg=f"{name}, {threads} threads, NumPy engine")
+
+
+def test_int8_small_cnn_compiles_whole_and_is_bit_exact():
+    """benchmarks/quantized.py's small CNN (CONV_2D, MAX_POOL_2D, DEPTHWISE_CONV_2D, 1x1 CONV_2D,
+    MEAN, FULLY_CONNECTED), full int8 by the official converter."""
+    from quantized import official_model
+
+    data = official_model("smallcnn", "int8")
+    assert isinstance(data, bytes), data
+    it = numlite.Interpreter(model_content=data, jit=True)
+    it.allocate_tensors()
+    report = it.jit_report()["subgraphs"][0]
+    assert report["compiled"], report.get("reason")
+    litert = litert_interpreter(data, builtin_only=True)
+    rng = np.random.default_rng(11)
+    shape = tuple(it.get_input_details()[0]["shape"])
+    for _ in range(2):
+        feed = [rng.integers(-128, 128, shape).astype(I8)]
+        ours, theirs = run(it, feed), run(litert, feed)
+        assert ours.keys() == theirs.keys()
+        for name in ours:
+            np.testing.assert_array_equal(ours[name], theirs[name], err_msg=name)

@@ -19,8 +19,9 @@ with their parallel twins for ``num_threads``) on exact integers:
 4. one pass adds the int32 bias (wrapping as C++'s int32 does), rescales each channel by its
    fixed-point multiplier and shift (the NumPy kernel's, per channel or per tensor) with the
    rounding LiteRT's kernels use (:func:`rescale`: halves up at the shift, where numlite's NumPy
-   kernels round them away from zero, see there), adds the output zero point and clamps to the
-   fused activation's ``[act_min, act_max]``.
+   kernels round them away from zero, see there; DEPTHWISE_CONV_2D's channels past the last
+   whole 8-channel block as gemmlowp, away from zero, as LiteRT's scalar remainder loop does),
+   adds the output zero point and clamps to the fused activation's ``[act_min, act_max]``.
 
 Why float32 and not int8 x int8 -> int32 lanes: the float tile (8-lane FMAs, 30-42 GMAC/s on one
 AVX2 core) and its geometry (padding, strides, dilations, groups, depth multipliers, threads)
@@ -50,6 +51,7 @@ from numba import njit
 from numlite.jit.kernels import emits
 from numlite.jit.kernels.common import require
 from numlite.jit.kernels.conv import conv_node, depthwise_node, geometry
+from numlite.jit.kernels.quantized import multiply_by_quantized_multiplier
 
 INT8, UINT8 = np.dtype(np.int8), np.dtype(np.uint8)
 F32 = np.dtype(np.float32)
@@ -83,13 +85,19 @@ def rescale(x, multiplier, shift):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def requantize_channels(acc, p, o, pixels, channels, zero, low, high):
-    """``o[m, c] = clamp(rescale(int32(acc[m, c] + bias[c]), mult[c], shift[c]) + zero, low, high)``;
-    ``p`` holds ``bias``, ``mult`` and ``shift`` one after the other (``channels`` each)."""
+def requantize_channels(acc, p, o, pixels, channels, start, away, zero, low, high):
+    """``o[m, c] = clamp(rescale(int32(acc[m, c] + bias[c]), mult[c], shift[c]) + zero, low, high)``
+    for the channels ``c`` from ``start``, rounded as :func:`rescale` below channel ``away``
+    and as gemmlowp (:func:`multiply_by_quantized_multiplier`) from it; ``p`` holds ``bias``,
+    ``mult`` and ``shift`` one after the other (``channels`` each)."""
     for m in range(pixels):
         q = m * channels
-        for c in range(channels):
-            v = rescale(np.int64(acc[q + c]) + p[c], p[channels + c], p[2 * channels + c]) + zero
+        for c in range(start, channels):
+            x = np.int64(acc[q + c]) + p[c]
+            if c < away:
+                v = rescale(x, p[channels + c], p[2 * channels + c]) + zero
+            else:
+                v = multiply_by_quantized_multiplier(x, p[channels + c], p[2 * channels + c]) + zero
             o[q + c] = low if v < low else (high if v > high else v)
 
 
@@ -147,17 +155,24 @@ def emit_conv(node: Any, g: Any) -> None:
     emit(node, g, xf, acc, weights.astype(np.float32), np.zeros(channels, np.float32), 0, [0.0, 0.0])
     multipliers = np.broadcast_to(np.asarray(k.multiplier, np.int64), (channels,))
     shifts = np.broadcast_to(np.asarray(k.shift, np.int64), (channels,))
-    tail = f"{out.name}, {out.size // channels}, {channels}, {int(k.out_zp)}, {int(k.act_min)}, {int(k.act_max)})"
+    tail = f"{out.name}, {out.size // channels}, {channels}"
+    clamp = f"{int(k.out_zp)}, {int(k.act_min)}, {int(k.act_max)})"
+    # LiteRT's DEPTHWISE_CONV_2D rescales the channels of whole 8-channel blocks with its SIMD
+    # code (halves up) and the rest with the scalar MultiplyByQuantizedMultiplier (gemmlowp:
+    # halves away from zero); measured on 12 and 19 channels (channel 8, channel 16 differ)
+    away = channels // 8 * 8 if depthwise else channels
+    start = 0
     if np.all(shifts <= 0):
         right = 31 - shifts
         # (no second rounding at a shift of 0: 2**(30 + r) is then not part of it)
         rounding = (np.int64(1) << 30) + np.where(shifts < 0, np.int64(1) << (right - 1), 0)
         # the bias wrapped to int32 as C++ adds it (it is an int32 tensor: no change)
         consts = [g.const(biases.astype(np.int32)), g.const(multipliers.astype(np.int32)), g.const(rounding), g.const(right)]
-        g.line(f"{g.kernel(requantize_halves_up)}({acc.name}, {', '.join(consts)}, {tail}")
-    else:  # a multiplier above 1 (a left shift first): the general loop
+        g.line(f"{g.kernel(requantize_halves_up)}({acc.name}, {', '.join(consts)}, {tail}, {clamp}")
+        start = away  # the channels rounded away from zero, again
+    if start < channels:  # a multiplier above 1 (a left shift first), or the scalar channels
         p = g.const(np.concatenate([biases, multipliers, shifts]))
-        g.line(f"{g.kernel(requantize_channels)}({acc.name}, {p}, {tail}")
+        g.line(f"{g.kernel(requantize_channels)}({acc.name}, {p}, {tail}, {start}, {away}, {clamp}")
 
 
 # -- pools ------------------------------------------------------------------------------------------
