@@ -428,6 +428,10 @@ def conv_forms() -> tuple[bytes, list[np.ndarray], list[str]]:
                  {"padding": padding, "stride_h": s, "stride_w": s, "filter_height": kk, "filter_width": kk, "fused_activation_function": act})
     node("average_pool_uint8", "AVERAGE_POOL_2D", [u], out(U8, (0.04, 131), (1, 3, 3, 3)),
          {"padding": SAME, "stride_h": 2, "stride_w": 2, "filter_height": 3, "filter_width": 3, "fused_activation_function": 0})
+    s16 = g.add(x(ints(I16, (1, 5, 6, 3), rng), (1 / 512, 0)), "s16")
+    for op in ("MAX_POOL_2D", "AVERAGE_POOL_2D"):
+        node(f"{op.lower()}_int16", op, [s16], out(I16, (1 / 512, 0), (1, 3, 3, 3)),
+             {"padding": SAME, "stride_h": 2, "stride_w": 2, "filter_height": 3, "filter_width": 3, "fused_activation_function": 1})
     parts = [g.add(out(I8, X, (n, h, w, size)), f"split_v{i}") for i, size in enumerate((1, 3, 2))]
     g.op("SPLIT_V", [a, g.add(k(np.array([1, 3, 2], I32))), g.add(k(np.array(3, I32)))], parts, {"num_splits": 3})
     halves = [g.add(out(I8, X, (n, h, w, 3)), f"split{i}") for i in range(2)]
