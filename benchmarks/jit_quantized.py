@@ -74,21 +74,22 @@ def keras_model(name: str) -> bytes:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import quantized
 
-    data = quantized._official_in_child(name, "int8")
+    data = quantized.official_model(name, "int8")
     if isinstance(data, str):
         raise RuntimeError(data)
     return data
 
 
-def measure(name: str, data: bytes, repeats: int, seconds: float) -> dict[str, Any]:
+def measure(name: str, data: bytes, repeats: int, seconds: float, threads: int = 1) -> dict[str, Any]:
     from ai_edge_litert.interpreter import Interpreter as LiteRT
 
-    compiled = numlite.Interpreter(model_content=data, jit=True)
+    compiled = numlite.Interpreter(model_content=data, jit=True, num_threads=threads)
     started = time.perf_counter()
     compiled.allocate_tensors()
     allocate = time.perf_counter() - started
     report = compiled.jit_report()["subgraphs"][0]
-    interpreters = {"jit": compiled, "litert": LiteRT(model_content=data, num_threads=1), "numpy": numlite.Interpreter(model_content=data, jit=False)}
+    interpreters = {"jit": compiled, "litert": LiteRT(model_content=data, num_threads=threads),
+                    "numpy": numlite.Interpreter(model_content=data, num_threads=threads, jit=False)}
     rng = np.random.default_rng(0)
     feeds = []
     for d in compiled.get_input_details():
@@ -129,16 +130,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tflite", nargs="*", default=[])
     parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--seconds", type=float, default=0.05)
+    parser.add_argument("--threads", default="1", help="comma-separated num_threads of all three interpreters, e.g. 1,2")
     args = parser.parse_args(argv)
     models = [(m, (streaming_model if m == "stream" else lambda m=m: keras_model(m))) for m in args.models.split(",") if m]
     models += [(os.path.basename(p), lambda p=p: open(p, "rb").read()) for p in args.tflite]
-    print(f"{'model':<28} {'jit us':>9} {'LiteRT us':>10} {'NumPy us':>10} {'jit/LiteRT':>10} {'best ratio':>10} {'allocate s':>10}  compiled")
+    print(f"{'model':<28} {'thr':>3} {'jit us':>9} {'LiteRT us':>10} {'NumPy us':>10} {'jit/LiteRT':>10} {'best ratio':>10} {'allocate s':>10}  compiled")
     for name, build in models:
-        r = measure(name, build(), args.repeats, args.seconds)
-        us = r["us"]
-        state = "yes" if r["compiled"] else f"no: {r['reason']}"
-        print(f"{name:<28} {us['jit']:>9.2f} {us['litert']:>10.2f} {us['numpy']:>10.2f} {r['ratio']:>10.2f} {r['best_ratio']:>10.2f} {r['allocate_s']:>10.2f}  {state}",
-              flush=True)
+        data = build()
+        for threads in (int(t) for t in args.threads.split(",")):
+            report(name, threads, measure(name, data, args.repeats, args.seconds, threads))
+
+
+def report(name: str, threads: int, r: dict[str, Any]) -> None:
+    us = r["us"]
+    state = "yes" if r["compiled"] else f"no: {r['reason']}"
+    print(f"{name:<28} {threads:>3} {us['jit']:>9.2f} {us['litert']:>10.2f} {us['numpy']:>10.2f} {r['ratio']:>10.2f} {r['best_ratio']:>10.2f} "
+          f"{r['allocate_s']:>10.2f}  {state}", flush=True)
 
 
 if __name__ == "__main__":

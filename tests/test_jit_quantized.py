@@ -36,9 +36,9 @@ def own_cache(jit_cache):
     return jit_cache
 
 
-def ints(dtype: Any, shape: tuple[int, ...]) -> np.ndarray:
+def ints(dtype: Any, shape: tuple[int, ...], rng: np.random.Generator = RNG) -> np.ndarray:
     info = np.iinfo(dtype)
-    return RNG.integers(info.min, info.max + 1, shape).astype(dtype)
+    return rng.integers(info.min, info.max + 1, shape).astype(dtype)
 
 
 def forms() -> tuple[bytes, list[np.ndarray], list[str]]:
@@ -118,8 +118,9 @@ def forms_model():
     return data, feeds, names, it
 
 
-def run(interpreter: Any, feeds: list[np.ndarray]) -> dict[str, np.ndarray]:
-    interpreter.allocate_tensors()
+def run(interpreter: Any, feeds: list[np.ndarray], allocate: bool = True) -> dict[str, np.ndarray]:
+    if allocate:  # (not for a model compiled with a patched parameter: it would be generated again)
+        interpreter.allocate_tensors()
     for d, value in zip(interpreter.get_input_details(), feeds):
         interpreter.set_tensor(d["index"], value)
     interpreter.invoke()
@@ -319,3 +320,184 @@ def test_variable_of_another_shape_gives_the_numpy_error():
         messages.append(str(e.value))
     assert messages[0] == messages[1]
     assert "variable has shape (3,), the model declares (2,)" in messages[0]
+
+
+# -- int8 convolutions and pools ------------------------------------------------------------------
+
+SAME, VALID = 0, 1
+
+
+def _size(n: int, kernel: int, stride: int, dilation: int, padding: int) -> int:
+    span = (kernel - 1) * dilation + 1
+    return -(-n // stride) if padding == SAME else (n - span) // stride + 1
+
+
+def conv_forms() -> tuple[bytes, list[np.ndarray], list[str]]:
+    """One int8 (and uint8) CONV_2D, DEPTHWISE_CONV_2D or pool per form, each output a graph
+    output: per-channel and per-tensor weights, SAME and VALID, strides, dilations, groups,
+    depth multipliers, every fused activation, non-zero zero points, channel counts that do not
+    fill the kernels' 16- and 8-channel blocks, pixel counts that do not fill the 4-pixel tile."""
+    rng = np.random.default_rng(17)  # its own: the same model whichever tests ran before
+    g = Graph()
+    n, h, w, c = 2, 9, 7, 6
+    X = (0.05, -7)
+    a = g.add(x(ints(I8, (n, h, w, c), rng), X), "a")
+    wide = g.add(x(ints(I8, (1, 5, 6, 19), rng), (0.03, 11)), "wide")
+    u = g.add(x(ints(U8, (1, 6, 5, 3), rng), (0.04, 131)), "u")
+    names = []
+
+    def node(name: str, op: str, inputs: list[int], spec: Any, options: dict) -> None:
+        o = g.add(spec, name)
+        g.op(op, inputs, [o], options)
+        g.output(o)
+        names.append(name)
+
+    def weights(shape: tuple[int, ...], axis: int, per_channel: bool, x_scale: float) -> tuple[int, int]:
+        channels = shape[axis]
+        scales = rng.uniform(0.002, 0.02, channels).astype(F32) if per_channel else np.full(channels, 0.01, F32)
+        q = (scales, np.zeros(channels, I64), axis) if per_channel else (0.01, 0)
+        f = g.add(k(ints(I8, shape, rng), q))
+        bias_q = (x_scale * scales, np.zeros(channels, I64), 0) if per_channel else (x_scale * 0.01, 0)
+        return f, g.add(k(rng.integers(-3000, 3000, channels).astype(I32), bias_q))
+
+    # CONV_2D: (out channels, kh, kw, padding, strides, dilations, activation, groups, per channel)
+    convs = [
+        (16, 3, 3, SAME, (1, 1), (1, 1), 1, 1, True),  # one full block, RELU
+        (5, 3, 3, SAME, (1, 1), (1, 1), 0, 1, False),  # 5 of 16 channels, per tensor
+        (17, 1, 1, VALID, (1, 1), (1, 1), 3, 1, True),  # 1x1, 16 + 1 channels, RELU6
+        (33, 2, 3, VALID, (2, 1), (1, 2), 2, 1, True),  # strides and dilations, RELU_N1_TO_1
+        (7, 3, 2, SAME, (2, 3), (2, 1), 0, 1, False),  # SAME, odd padding at the bottom/right
+        (4, 3, 3, SAME, (1, 1), (1, 1), 1, 2, True),  # two groups of 3 input channels
+    ]
+    for i, (oc, kh, kw, padding, (sh, sw), (dh, dw), act, groups, per_channel) in enumerate(convs):
+        f, b = weights((oc, kh, kw, c // groups), 0, per_channel, X[0])
+        shape = (n, _size(h, kh, sh, dh, padding), _size(w, kw, sw, dw, padding), oc)
+        node(f"conv{i}", "CONV_2D", [a, f, b], out(I8, (0.2 + 0.05 * i, 3 - 2 * i), shape),
+             {"padding": padding, "stride_h": sh, "stride_w": sw, "fused_activation_function": act,
+              "dilation_h_factor": dh, "dilation_w_factor": dw})
+    f, b = weights((24, 1, 1, 19), 0, True, 0.03)  # (LiteRT's int8 CONV_2D requires a bias)
+    node("conv_wide", "CONV_2D", [wide, f, b], out(I8, (0.3, -128), (1, 5, 6, 24)),
+         {"padding": VALID, "stride_h": 1, "stride_w": 1, "fused_activation_function": 0, "dilation_h_factor": 1, "dilation_w_factor": 1})
+    # rescales of 0.5-1 (a shift of 0: no rounding shift) and above 1 (a left shift first)
+    for i, out_scale in enumerate((7e-4, 2.5e-4)):
+        small = g.add(k(rng.integers(-3, 4, (4, 1, 1, c)).astype(I8), (0.01, 0)))
+        node(f"rescale{i}", "CONV_2D", [a, small, g.add(k(rng.integers(-300, 300, 4).astype(I32), (X[0] * 0.01, 0)))],
+             out(I8, (out_scale, 4), (n, h, w, 4)),
+             {"padding": VALID, "stride_h": 1, "stride_w": 1, "fused_activation_function": 0, "dilation_h_factor": 1, "dilation_w_factor": 1})
+    # the legacy uint8 form: uint8 weights with a zero point of their own, per tensor
+    fu = g.add(k(ints(U8, (4, 3, 3, 3), rng), (0.02, 120)))
+    bu = g.add(k(rng.integers(-500, 500, 4).astype(I32), (0.04 * 0.02, 0)))
+    node("conv_uint8", "CONV_2D", [u, fu, bu], out(U8, (0.15, 125), (1, 6, 5, 4)),
+         {"padding": SAME, "stride_h": 1, "stride_w": 1, "fused_activation_function": 1, "dilation_h_factor": 1, "dilation_w_factor": 1})
+    # DEPTHWISE_CONV_2D: (input, channels, multiplier, k, padding, stride, dilation, activation, per channel)
+    depthwise = [
+        (a, c, 1, 3, SAME, 1, 1, 3, True),  # one masked 8-channel block, RELU6
+        (a, c, 2, 3, VALID, 2, 1, 0, False),  # a depth multiplier, per tensor
+        (a, c, 1, 3, SAME, 1, 2, 1, True),  # dilated
+        (a, c, 1, 5, SAME, 2, 1, 2, True),
+        (wide, 19, 1, 3, SAME, 2, 1, 3, True),  # full 8-lane blocks and a masked one
+        (wide, 19, 1, 3, SAME, 1, 1, 0, False),  # stride 1: the 4-pixel tiles of the interior
+    ]
+    for i, (src, ch, mult, kk, padding, s, d, act, per_channel) in enumerate(depthwise):
+        ih, iw, batch = (h, w, n) if src == a else (5, 6, 1)
+        f, b = weights((1, kk, kk, ch * mult), 3, per_channel, X[0] if src == a else 0.03)
+        shape = (batch, _size(ih, kk, s, d, padding), _size(iw, kk, s, d, padding), ch * mult)
+        node(f"depthwise{i}", "DEPTHWISE_CONV_2D", [src, f, b], out(I8, (0.1 + 0.02 * i, -3 + i), shape),
+             {"padding": padding, "stride_h": s, "stride_w": s, "depth_multiplier": mult, "fused_activation_function": act,
+              "dilation_h_factor": d, "dilation_w_factor": d})
+    # small rescales, no activation: many negative sums rescale to exactly half (LiteRT rounds
+    # them up, numlite's NumPy kernels away from zero: these outputs tell the two apart)
+    t = g.add(x(ints(I8, (1, 12, 12, 16), rng), X), "t")
+    for i, (op, shape, per_channel) in enumerate([("CONV_2D", (16, 1, 1, 16), True), ("CONV_2D", (16, 3, 3, 16), False),
+                                                  ("DEPTHWISE_CONV_2D", (1, 3, 3, 16), True)]):
+        f, b = weights(shape, 0 if op == "CONV_2D" else 3, per_channel, X[0])
+        options = {"padding": SAME, "stride_h": 1, "stride_w": 1, "fused_activation_function": 0, "dilation_h_factor": 1,
+                   "dilation_w_factor": 1, **({"depth_multiplier": 1} if op != "CONV_2D" else {})}
+        node(f"halves{i}", op, [t, f, b], out(I8, (X[0] * 0.01 * 2**5 * (1 if i == 2 else 4), -5), (1, 12, 12, 16)), options)
+    # LiteRT's DEPTHWISE_CONV_2D rounds the halves of its last 12 % 8 channels away from zero
+    t12 = g.add(x(ints(I8, (1, 12, 12, 12), rng), X), "t12")
+    f, b = weights((1, 3, 3, 12), 3, True, X[0])
+    node("halves_depthwise_12", "DEPTHWISE_CONV_2D", [t12, f, b], out(I8, (X[0] * 0.01 * 2**5, -5), (1, 12, 12, 12)),
+         {"padding": SAME, "stride_h": 1, "stride_w": 1, "fused_activation_function": 0, "dilation_h_factor": 1, "dilation_w_factor": 1,
+          "depth_multiplier": 1})
+    for op in ("MAX_POOL_2D", "AVERAGE_POOL_2D"):
+        for i, (src, q, padding, kk, s, act) in enumerate([(a, X, VALID, 2, 2, 0), (a, X, SAME, 3, 2, 1), (wide, (0.03, 11), SAME, 2, 1, 3)]):
+            ih, iw, batch, ch = (h, w, n, c) if src == a else (5, 6, 1, 19)
+            shape = (batch, _size(ih, kk, s, 1, padding), _size(iw, kk, s, 1, padding), ch)
+            node(f"{op.lower()}{i}", op, [src], out(I8, q, shape),
+                 {"padding": padding, "stride_h": s, "stride_w": s, "filter_height": kk, "filter_width": kk, "fused_activation_function": act})
+    node("average_pool_uint8", "AVERAGE_POOL_2D", [u], out(U8, (0.04, 131), (1, 3, 3, 3)),
+         {"padding": SAME, "stride_h": 2, "stride_w": 2, "filter_height": 3, "filter_width": 3, "fused_activation_function": 0})
+    s16 = g.add(x(ints(I16, (1, 5, 6, 3), rng), (1 / 512, 0)), "s16")
+    for op in ("MAX_POOL_2D", "AVERAGE_POOL_2D"):
+        node(f"{op.lower()}_int16", op, [s16], out(I16, (1 / 512, 0), (1, 3, 3, 3)),
+             {"padding": SAME, "stride_h": 2, "stride_w": 2, "filter_height": 3, "filter_width": 3, "fused_activation_function": 1})
+    parts = [g.add(out(I8, X, (n, h, w, size)), f"split_v{i}") for i, size in enumerate((1, 3, 2))]
+    g.op("SPLIT_V", [a, g.add(k(np.array([1, 3, 2], I32))), g.add(k(np.array(3, I32)))], parts, {"num_splits": 3})
+    halves = [g.add(out(I8, X, (n, h, w, 3)), f"split{i}") for i in range(2)]
+    g.op("SPLIT", [g.add(k(np.array(3, I32))), a], halves, {"num_splits": 2})
+    g.output(*parts, *halves)
+    names += [f"split_v{i}" for i in range(3)] + ["split0", "split1"]
+    data, feeds = model(g)
+    return data, feeds, names
+
+
+@pytest.fixture(scope="module")
+def conv_forms_model():
+    from numlite.jit.kernels import conv
+
+    data, feeds, names = conv_forms()
+    compiled = {}
+    for threads in (1, 2):
+        it = numlite.Interpreter(model_content=data, jit=True, num_threads=threads)
+        with pytest.MonkeyPatch.context() as patch:  # every convolution takes the parallel twin, however small
+            patch.setattr(conv, "PARALLEL_MIN_WORK", 0)
+            it.allocate_tensors()
+        compiled[threads] = it
+    assert compiled[2]._jit.engines[0].threads == 2 and compiled[1]._jit.engines[0].threads == 0  # the parallel twins ran
+    return data, feeds, names, compiled
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_int8_convolutions_and_pools_are_bit_exact_with_litert(conv_forms_model, seed):
+    data, feeds, names, compiled = conv_forms_model
+    for it in compiled.values():
+        report = it.jit_report()["subgraphs"][0]
+        assert report["compiled"], report.get("reason")
+    rng = np.random.default_rng(seed)
+    fresh = [rng.integers(np.iinfo(f.dtype).min, np.iinfo(f.dtype).max + 1, f.shape).astype(f.dtype) for f in feeds]
+    fresh[0].reshape(-1)[:4] = (-128, 127, -128, 127)
+    # LiteRT's own integer kernels: its default XNNPACK delegate requantizes int8 convolutions
+    # in float32 and differs from them by 1 on a few outputs (3 of 2016 in conv0 here)
+    reference = run(litert_interpreter(data, builtin_only=True), fresh)
+    numpy_engine = run(numlite.Interpreter(model_content=data), fresh)  # the pools and splits: also the NumPy engine's
+    for threads, it in compiled.items():
+        ours = run(it, fresh, allocate=False)
+        assert it._jit.engines[0].threads == (2 if threads == 2 else 0)  # still the parallel twins
+        for name in names:
+            assert ours[name].dtype == reference[name].dtype, name
+            np.testing.assert_array_equal(ours[name], reference[name], err_msg=f"{name}, {threads} threads")
+            if "pool" in name or "split" in name:
+                np.testing.assert_array_equal(ours[name], numpy_engine[name], err_msg=f"{name}, {threads} threads, NumPy engine")
+
+
+def test_int8_small_cnn_compiles_whole_and_is_bit_exact():
+    """benchmarks/quantized.py's small CNN (CONV_2D, MAX_POOL_2D, DEPTHWISE_CONV_2D, 1x1 CONV_2D,
+    MEAN, FULLY_CONNECTED), full int8 by the official converter."""
+    from quantized import official_model
+
+    data = official_model("smallcnn", "int8")
+    assert isinstance(data, bytes), data
+    it = numlite.Interpreter(model_content=data, jit=True)
+    it.allocate_tensors()
+    report = it.jit_report()["subgraphs"][0]
+    assert report["compiled"], report.get("reason")
+    litert = litert_interpreter(data, builtin_only=True)
+    rng = np.random.default_rng(11)
+    shape = tuple(it.get_input_details()[0]["shape"])
+    for _ in range(2):
+        feed = [rng.integers(-128, 128, shape).astype(I8)]
+        ours, theirs = run(it, feed), run(litert, feed)
+        assert ours.keys() == theirs.keys()
+        for name in ours:
+            np.testing.assert_array_equal(ours[name], theirs[name], err_msg=name)

@@ -438,9 +438,18 @@ def chunk_size(pixels: int, threads: int) -> int:
 @emits("CONV_2D")
 def emit_conv(node: Any, g: Any) -> None:
     x, f, bias, out = _operands(node)
+    act, limits = clamp_range(node, out)
+    conv_node(node, g, x, out, np.asarray(f.value, np.float32), _bias(bias, f.shape[0]), act, limits)
+
+
+def conv_node(node: Any, g: Any, x: Any, out: Any, weights: np.ndarray, biases: np.ndarray, act: int, limits: list[float]) -> None:
+    """A CONV_2D node's call of the loop kernel: float32 input ``x`` and output ``out``
+    (operands or temporaries), the ``[oc, kh, kw, cg]`` filter and the bias as float32 arrays
+    (packed here), the fused activation's clamp (``act``, ``limits``). The int8 CONV_2D
+    (:mod:`numlite.jit.kernels.quantized_conv`) calls it on centered values."""
     n, h, w, c = x.shape
-    oc, kh, kw, cg = f.shape
-    require(cg > 0 and c % cg == 0 and oc % (c // cg) == 0, f"CONV_2D of {c} channels by filter {f.shape} is not compiled")
+    oc, kh, kw, cg = weights.shape
+    require(cg > 0 and c % cg == 0 and oc % (c // cg) == 0, f"CONV_2D of {c} channels by filter {weights.shape} is not compiled")
     groups = c // cg
     geo = geometry(node, x, kh, kw)
     (sh, sw), (dh, dw), (oh, ow), _ = geo
@@ -450,12 +459,11 @@ def emit_conv(node: Any, g: Any) -> None:
     og = oc // groups
     blocks = -(-og // BLOCK)
     packed = np.zeros((groups, blocks * BLOCK, kh, kw, cg), np.float32)
-    packed[:, :og] = np.asarray(f.value, np.float32).reshape(groups, og, kh, kw, cg)
+    packed[:, :og] = weights.reshape(groups, og, kh, kw, cg)
     packed = packed.reshape(groups, blocks, BLOCK, kh, kw, cg).transpose(0, 1, 3, 4, 5, 2)
-    biases = np.zeros((groups, blocks * BLOCK), np.float32)
-    biases[:, :og] = _bias(bias, oc).reshape(groups, og)
-    act, limits = clamp_range(node, out)
-    floats = np.concatenate([packed.reshape(-1), biases.reshape(-1), np.array(limits, np.float32)])
+    padded_biases = np.zeros((groups, blocks * BLOCK), np.float32)
+    padded_biases[:, :og] = biases.reshape(groups, og)
+    floats = np.concatenate([packed.reshape(-1), padded_biases.reshape(-1), np.array(limits, np.float32)])
     src, sizes, padding = source(g, x, geo, (kh, kw))
     chunk = chunk_size(n * oh * ow, g.gen.threads)
     params = [*sizes, oh, ow, oc, kh, kw, sh, sw, dh, dw, padding[1], padding[2], groups, cg, og, blocks, chunk, act, padding[0],
@@ -466,16 +474,23 @@ def emit_conv(node: Any, g: Any) -> None:
 @emits("DEPTHWISE_CONV_2D")
 def emit_depthwise(node: Any, g: Any) -> None:
     x, f, bias, out = _operands(node)
+    act, limits = clamp_range(node, out)
+    depthwise_node(node, g, x, out, np.asarray(f.value, np.float32), _bias(bias, f.shape[3]), act, limits)
+
+
+def depthwise_node(node: Any, g: Any, x: Any, out: Any, weights: np.ndarray, biases: np.ndarray, act: int,
+                   limits: list[float]) -> None:  # fmt: skip
+    """A DEPTHWISE_CONV_2D node's call of the loop kernel, as :func:`conv_node` (filter
+    ``[1, kh, kw, oc]``)."""
     n, h, w, c = x.shape
-    one, kh, kw, oc = f.shape
-    require(one == 1 and c > 0 and oc % c == 0, f"DEPTHWISE_CONV_2D of {c} channels by filter {f.shape} is not compiled")
+    one, kh, kw, oc = weights.shape
+    require(one == 1 and c > 0 and oc % c == 0, f"DEPTHWISE_CONV_2D of {c} channels by filter {weights.shape} is not compiled")
     geo = geometry(node, x, kh, kw)
     (sh, sw), (dh, dw), (oh, ow), _ = geo
     require(out.shape == (n, oh, ow, oc), f"DEPTHWISE_CONV_2D into {out.shape} is not compiled")
     if out.size == 0:
         return
-    act, limits = clamp_range(node, out)
-    floats = np.concatenate([np.asarray(f.value, np.float32).reshape(-1), _bias(bias, oc), np.array(limits, np.float32)])
+    floats = np.concatenate([weights.reshape(-1), biases, np.array(limits, np.float32)])
     top, left = geo[3]
     expanded = oc > c
     src = g.temp((n, h, w, oc), F32) if expanded else x
