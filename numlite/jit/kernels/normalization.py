@@ -17,12 +17,19 @@ L2_EPSILON = np.float32(1e-6)  # as numlite.kernels.normalization (LiteRT hard-c
 
 
 @kernel
+def row_peak(x, q0, depth):
+    """The maximum of ``x[q0 : q0 + depth]`` (NaN when one is NaN, as ndarray.max)."""
+    peak = x[q0]
+    for q in range(q0 + 1, q0 + depth):
+        peak = max_nan(peak, x[q])
+    return peak
+
+
+@kernel
 def log_softmax(x, o, rows, depth):
     for r in range(rows):
         q0 = r * depth
-        peak = x[q0]
-        for q in range(q0 + 1, q0 + depth):
-            peak = max_nan(peak, x[q])
+        peak = row_peak(x, q0, depth)
         total = 0.0
         for q in range(q0, q0 + depth):
             s = x[q] - peak  # rounded to float32, as the NumPy kernel's shifted values

@@ -62,22 +62,12 @@ def sums(node, g, dtype) -> Any:
 
 
 @kernel
-def max_into(a, m, o, initial):
+def extremum_into(a, m, o, initial, largest):
     for j in range(o.size):
         o[j] = initial
     for i in range(a.size):
         v = a[i]
-        if not o[m[i]] > v:
-            o[m[i]] = v
-
-
-@kernel
-def min_into(a, m, o, initial):
-    for j in range(o.size):
-        o[j] = initial
-    for i in range(a.size):
-        v = a[i]
-        if not o[m[i]] < v:
+        if not (o[m[i]] > v if largest else o[m[i]] < v):
             o[m[i]] = v
 
 
@@ -121,9 +111,9 @@ def reduction_map(node) -> np.ndarray:
 
 
 EXTREMA_DTYPES = tuple(np.dtype(t) for t in (np.float32, np.int32, np.int64, np.int8, np.uint8, np.int16))
-FOLDS = {  # op -> (kernel, dtypes, the initial value's expression or None)
-    "REDUCE_MAX": (max_into, EXTREMA_DTYPES, lambda d: "-np.inf" if d.kind == "f" else str(np.iinfo(d).min)),
-    "REDUCE_MIN": (min_into, EXTREMA_DTYPES, lambda d: "np.inf" if d.kind == "f" else str(np.iinfo(d).max)),
+FOLDS = {  # op -> (kernel, dtypes, the extremum's initial value and direction, or None)
+    "REDUCE_MAX": (extremum_into, EXTREMA_DTYPES, lambda d: ("-np.inf" if d.kind == "f" else str(np.iinfo(d).min), True)),
+    "REDUCE_MIN": (extremum_into, EXTREMA_DTYPES, lambda d: ("np.inf" if d.kind == "f" else str(np.iinfo(d).max), False)),
     "REDUCE_PROD": (prod_into, tuple(np.dtype(t) for t in (np.float32, np.int32, np.int64, np.int8, np.int16)), None),
     "REDUCE_ANY": (any_into, (np.dtype(np.bool_),), None),
     "REDUCE_ALL": (all_into, (np.dtype(np.bool_),), None),
@@ -138,7 +128,10 @@ def emit_fold(node, g) -> None:
     if out.size == 0:
         return
     m = g.const(reduction_map(node))
-    extra = f", np.{out.dtype.name}({initial(out.dtype)})" if initial is not None else ""
+    extra = ""
+    if initial is not None:
+        value, largest = initial(out.dtype)
+        extra = f", np.{out.dtype.name}({value}), {largest}"
     g.line(f"{g.kernel(fn)}({x.name}, {m}, {out.name}{extra})")
 
 
