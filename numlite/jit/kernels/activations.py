@@ -1,6 +1,7 @@
-"""RELU, RELU6, RELU_N1_TO_1, TANH, LOGISTIC on float32 (element-wise expressions; TANH and
-LOGISTIC through the vectorizable approximations of :mod:`numlite.jit.kernels.transcendental`),
-and SOFTMAX over the last axis (a loop kernel)."""
+"""RELU, RELU6, RELU_N1_TO_1, RELU_0_TO_1, TANH, LOGISTIC, ELU, LEAKY_RELU, HARD_SWISH, GELU and
+PRELU on float32 (element-wise expressions; TANH and LOGISTIC through the vectorizable
+approximations of :mod:`numlite.jit.kernels.transcendental`), and SOFTMAX over the last axis
+(a loop kernel)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import math
 import numpy as np
 
 from numlite.jit.kernels import emits
-from numlite.jit.kernels.common import max_nan, require
+from numlite.jit.kernels.common import each, index, kernel, max_nan, require, same_dtypes
 from numlite.jit.kernels.conv import body, call
 from numlite.jit.kernels.unary import emit_unary
 
@@ -72,3 +73,60 @@ def emit_softmax(node, g) -> None:
     depth = x.shape[-1]
     beta = np.float32(node.options.beta) if node.options is not None else np.float32(1.0)
     call(g, SOFTMAX, x, out, x, [x.size // depth, depth], np.array([beta], np.float32), 4 * x.size)
+
+
+# -- RELU_0_TO_1, ELU, LEAKY_RELU, HARD_SWISH, GELU, PRELU (element-wise, as numlite's kernels) ---
+
+F = np.float32
+GELU_CUBIC, SQRT_2_OVER_PI, MINUS_SQRT_HALF = F(0.044715), F(math.sqrt(2.0 / math.pi)), -math.sqrt(0.5)
+
+
+@kernel
+def gelu_tanh(x):
+    """The approximate GELU in float32 steps, in the NumPy kernel's order:
+    ``0.5 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3))) * x``."""
+    t = np.tanh((x * x * x * GELU_CUBIC + x) * SQRT_2_OVER_PI)
+    return (t + F(1.0)) * F(0.5) * x
+
+
+@kernel
+def gelu_erf(x):
+    """The exact GELU, ``0.5 * x * erfc(-x / sqrt(2))``: erfc in double rounded once to float32
+    (LiteRT's form; -inf gives -inf * 0, NaN, as in LiteRT)."""
+    e = F(math.erfc(float(x) * MINUS_SQRT_HALF))
+    return x * F(0.5) * e
+
+
+ONE_INPUT = {
+    "RELU_0_TO_1": (lambda x: f"clip({x}, 0.0, 1.0)", F32),
+    "ELU": (lambda x: f"{x} if not {x} < 0 else math.expm1({x})", F32),  # NaN and -0.0 pass through
+    "HARD_SWISH": (lambda x: f"clip({x} + np.float32(3.0), np.float32(0.0), np.float32(6.0)) * np.float32({1 / 6!r}) * {x}", F32),
+}
+
+
+@emits(*ONE_INPUT)
+def emit_one_input(node, g) -> None:
+    emit_unary(node, g, ONE_INPUT)
+
+
+@emits("LEAKY_RELU")
+def emit_leaky_relu(node, g) -> None:
+    """``x > 0 ? x : alpha * x`` (the product in float32)."""
+    alpha = F(getattr(node.options, "alpha", 0.0) if node.options is not None else 0.0)
+    emit_unary(node, g, {"LEAKY_RELU": (lambda x: f"{x} if {x} > 0 else np.float32({float(alpha)!r}) * {x}", F32)})
+
+
+@emits("GELU")
+def emit_gelu(node, g) -> None:
+    approximate = bool(getattr(node.options, "approximate", False)) if node.options is not None else False
+    fn = g.kernel(gelu_tanh if approximate else gelu_erf)
+    emit_unary(node, g, {"GELU": (lambda x: f"{fn}({x})", F32)})
+
+
+@emits("PRELU")
+def emit_prelu(node, g) -> None:
+    """``x >= 0 ? x : x * alpha``, alpha broadcast against x."""
+    (x, alpha), (out,) = node.ins, node.outs
+    same_dtypes([x, alpha, out], F32, node.op_name)
+    require(tuple(x.shape) == tuple(out.shape), f"PRELU of {x.shape} into {out.shape} is not compiled")
+    each(g, out, lambda i: f"{x.name}[{i}] if {x.name}[{i}] >= 0 else {x.name}[{i}] * {index(alpha, out, i, g)}")

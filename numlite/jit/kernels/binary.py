@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from numlite.jit.kernels import emits
-from numlite.jit.kernels.common import each, index, require, same_dtypes
+from numlite.jit.kernels.common import each, index, kernel, require, same_dtypes
 
 FLOAT = (np.dtype(np.float32),)
 NUMBERS = (np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.int64))
@@ -49,3 +49,78 @@ def emit_binary(node, g) -> None:
     if node.op_name == "FLOOR_MOD":
         require(b.value is not None and bool(np.all(b.value != 0)), "FLOOR_MOD by a divisor from data is not compiled")
     each(g, out, lambda i: expression(index(a, out, i, g), index(b, out, i, g)), activation_range(node, out))
+
+
+# -- SQUARED_DIFFERENCE, POW, FLOOR_DIV, ATAN2, ADD_N, BITWISE_XOR, RIGHT_SHIFT -------------------
+
+
+@kernel
+def floor_div(x, y):
+    """Integer floored division as np.floor_divide computes it: 0 for a zero divisor (the NumPy
+    engine gives 0 there too, without an error), and the wrapped quotient of the smallest
+    integer by -1 (where LLVM's division would trap)."""
+    if y == 0:
+        return 0
+    if y == -1:
+        return -x
+    return x // y
+
+
+BITWISE = tuple(np.dtype(t) for t in (np.int8, np.uint8, np.int16, np.int32))  # uint16/uint32: no arenas
+MORE = {
+    # the difference rounded to the dtype, then squared (integers wrap as LiteRT's)
+    "SQUARED_DIFFERENCE": (lambda x, y: f"({x} - {y}) * ({x} - {y})", NUMBERS),
+    # integers: repeated multiplication by a non-negative exponent, as numlite's Pow clamps it
+    "POW": (lambda x, y: f"{x} ** {y}", (np.dtype(np.float32),)),
+    "BITWISE_XOR": (lambda x, y: f"{x} ^ {y}", BITWISE),
+}
+
+
+@emits(*MORE)
+def emit_more(node, g) -> None:
+    expression, dtypes = MORE[node.op_name]
+    a, b = node.ins
+    (out,) = node.outs
+    if node.op_name == "POW" and a.dtype == np.int32:
+        expression = lambda x, y: f"{x} ** max({y}, 0)"  # noqa: E731
+        dtypes = (np.dtype(np.int32),)
+    same_dtypes([a, b, out], dtypes, node.op_name)
+    each(g, out, lambda i: expression(index(a, out, i, g), index(b, out, i, g)), activation_range(node, out))
+
+
+@emits("FLOOR_DIV")
+def emit_floor_div(node, g) -> None:
+    """floor(a / b) in float32; integers through :func:`floor_div`."""
+    a, b = node.ins
+    (out,) = node.outs
+    same_dtypes([a, b, out], (np.dtype(np.float32), *(np.dtype(t) for t in (np.int32, np.int64, np.int16, np.int8))), node.op_name)
+    f = "np.floor({} / {})" if out.dtype.kind == "f" else f"{g.kernel(floor_div)}({{}}, {{}})"
+    each(g, out, lambda i: f.format(index(a, out, i, g), index(b, out, i, g)))
+
+
+@emits("RIGHT_SHIFT")
+def emit_right_shift(node, g) -> None:
+    """``x >> y`` with y clamped to [0, bits - 1] (arithmetic on signed integers)."""
+    a, b = node.ins
+    (out,) = node.outs
+    same_dtypes([a, b, out], BITWISE, node.op_name)
+    limit = a.dtype.itemsize * 8 - 1
+    each(g, out, lambda i: f"{index(a, out, i, g)} >> clip({index(b, out, i, g)}, 0, {limit})")
+
+
+@emits("ATAN2")
+def emit_atan2(node, g) -> None:
+    """``atan2(y, x)`` on float32 or float64 (C's atan2f/atan2, as np.arctan2); equal shapes."""
+    y, x = node.ins
+    (out,) = node.outs
+    same_dtypes([y, x, out], (np.dtype(np.float32), np.dtype(np.float64)), node.op_name)
+    each(g, out, lambda i: f"math.atan2({index(y, out, i, g)}, {index(x, out, i, g)})")
+
+
+@emits("ADD_N")
+def emit_add_n(node, g) -> None:
+    """The inputs summed in input order (float32 rounded at each step, int32 wrapping)."""
+    (out,) = node.outs
+    require(all(t is not None for t in node.ins), "ADD_N with an omitted input is not compiled")
+    same_dtypes([*node.ins, out], (np.dtype(np.float32), np.dtype(np.int32)), node.op_name)
+    each(g, out, lambda i: " + ".join(index(t, out, i, g) for t in node.ins))

@@ -60,3 +60,51 @@ def emit(node, g) -> None:
     if bias is not None or clamp is not None:
         plus = (lambda i: f" + {bias.name}[{i} % {n}]") if bias is not None else (lambda i: "")
         each(g, out, lambda i: f"{out.name}[{i}]{plus(i)}", clamp)
+
+
+# -- BATCH_MATMUL -----------------------------------------------------------------------------------
+
+
+@kernel
+def batch_matmul(lhs, rhs, o, lb, rb, m, k, n, lsi, lsk, rsk, rsj):
+    """``o[b] = lhs[lb[b]] @ rhs[rb[b]]`` ([m, k] by [k, n], each read through its strides, so
+    that adj_x and adj_y are transposed reads); each output summed in ``k`` order in float32."""
+    for b in range(lb.size):
+        ob = b * m * n
+        for q in range(m * n):
+            o[ob + q] = 0
+        for i in range(m):
+            row = ob + i * n
+            for j in range(k):
+                v = lhs[lb[b] + i * lsi + j * lsk]
+                r0 = rb[b] + j * rsk
+                for c in range(n):
+                    o[row + c] += v * rhs[r0 + c * rsj]
+
+
+@emits("BATCH_MATMUL")
+def emit_batch_matmul(node, g) -> None:
+    """Float32 BATCH_MATMUL with broadcast batch dims and adj_x / adj_y (an int8 rhs, the hybrid
+    form, is not compiled)."""
+    lhs, rhs = node.ins
+    out = node.outs[0]
+    kernel_ = node.kernel
+    require(lhs.dtype == rhs.dtype == out.dtype == F32 and getattr(kernel_, "hybrid", None) is None,
+            f"BATCH_MATMUL of {lhs.dtype.name} by {rhs.dtype.name} is not compiled")
+    if out.size == 0:
+        return
+    adj_x, adj_y = kernel_.adj_x, kernel_.adj_y
+    ls, rs = tuple(lhs.shape), tuple(rhs.shape)
+    m, k = (ls[-1], ls[-2]) if adj_x else (ls[-2], ls[-1])
+    n = rs[-2] if adj_y else rs[-1]
+    lsi, lsk = (1, ls[-1]) if adj_x else (ls[-1], 1)
+    rsk, rsj = (1, rs[-1]) if adj_y else (rs[-1], 1)
+    batch = tuple(out.shape[:-2])
+
+    def offsets(shape):  # each output batch's first element in the operand (broadcast)
+        dims = tuple(shape[:-2])
+        iota = np.arange(int(np.prod(dims, dtype=np.int64)), dtype=np.int64).reshape(dims) * (shape[-2] * shape[-1])
+        return np.ascontiguousarray(np.broadcast_to(iota, batch)).reshape(-1)
+
+    lb, rb = g.const(offsets(ls)), g.const(offsets(rs))
+    g.line(f"{g.kernel(batch_matmul)}({lhs.name}, {rhs.name}, {out.name}, {lb}, {rb}, {m}, {k}, {n}, {lsi}, {lsk}, {rsk}, {rsj})")

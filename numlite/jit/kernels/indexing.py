@@ -2,7 +2,9 @@
 run time (bounds from data, an input of run-time shape), bounds computed and checked in
 compiled code as numlite.kernels.indexing computes and checks them; GATHER (constant
 positions: an index map; positions from data: checked in compiled code as
-numlite.kernels.indexing checks them, raising the same error naming the node)."""
+numlite.kernels.indexing checks them, raising the same error naming the node); GATHER_ND and
+EMBEDDING_LOOKUP (positions from data checked the same way), ONE_HOT, DYNAMIC_UPDATE_SLICE
+(starts clamped, as XLA)."""
 
 from __future__ import annotations
 
@@ -167,3 +169,134 @@ def emit_gather(node, g) -> None:
 
 
 emit_gather.run_time_shapes = True
+
+
+# -- GATHER_ND, EMBEDDING_LOOKUP, ONE_HOT, DYNAMIC_UPDATE_SLICE -------------------------------------
+#
+# Positions from data are checked in compiled code, with the NumPy kernel's own message (an
+# InvokeError naming the node, written by FunctionGen.fail_if); constant positions become index
+# maps, made (and checked) by numlite's own kernel.
+
+
+@kernel
+def first_outside(pos, n):
+    """The flat index of the first position outside [0, n), or -1."""
+    for j in range(pos.size):
+        if pos[j] < 0 or pos[j] >= n:
+            return j
+    return -1
+
+
+@kernel
+def rows(table, pos, o, inner):
+    """``o[j] = table[pos[j]]``, rows of ``inner`` elements (positions checked before)."""
+    for j in range(pos.size):
+        src = pos[j] * inner
+        dst = j * inner
+        for c in range(inner):
+            o[dst + c] = table[src + c]
+
+
+@emits("EMBEDDING_LOOKUP")
+def emit_embedding_lookup(node, g) -> None:
+    ids, table = node.ins
+    out = node.outs[0]
+    require(table.dtype == out.dtype, "EMBEDDING_LOOKUP of a quantized table into float32 is not compiled")
+    if ids.value is not None:
+        take(g, node, moved=1)
+        return
+    n = table.shape[0]
+    bad = g.name("bad")
+    g.line(f"{bad} = {g.kernel(first_outside)}({ids.name}, {n})")
+    g.fail_if(f"{bad} >= 0", f"embedding lookup index {{}} is out of range [0, {n})", [f"{ids.name}[{bad}]"], prepare=False)
+    g.line(f"{g.kernel(rows)}({table.name}, {ids.name}, {out.name}, {table.size // n if n else 0})")
+
+
+@kernel
+def gather_nd(params, idx, o, nd, limits, weights, inner):
+    """Slices of ``inner`` elements of ``params`` at the rows of coordinates ``idx`` (``nd`` per
+    row); returns 1 before writing when a coordinate is outside its dim."""
+    slices = idx.size // nd if nd else 0
+    for s in range(slices):
+        for k in range(nd):
+            v = idx[s * nd + k]
+            if v < 0 or v >= limits[k]:
+                return 1
+    for s in range(slices):
+        row = 0
+        for k in range(nd):
+            row += idx[s * nd + k] * weights[k]
+        for c in range(inner):
+            o[s * inner + c] = params[row * inner + c]
+    return 0
+
+
+@emits("GATHER_ND")
+def emit_gather_nd(node, g) -> None:
+    params, indices = node.ins
+    out = node.outs[0]
+    if indices.value is not None:
+        take(g, node)
+        return
+    k = node.kernel
+    require(params.size > 0 or indices.size == 0, "GATHER_ND from an empty params tensor fails at every run")
+    require(k.nd > 0, "GATHER_ND of whole params is not compiled")
+    if out.size == 0:
+        return
+    inner = out.size // k.n_slices
+    flag = g.name("bad")
+    limits, weights = g.const(np.asarray(k.limits, np.int64)), g.const(np.asarray(k.weights, np.int64))
+    g.line(f"{flag} = {g.kernel(gather_nd)}({params.name}, {indices.name}, {out.name}, {k.nd}, {limits}, {weights}, {inner})")
+    g.fail_if(f"{flag} != 0", f"gather_nd index is out of bounds for params of shape {tuple(params.shape)}", [], prepare=False)
+
+
+@kernel
+def one_hot(idx, o, prefix, depth, suffix, on, off):
+    for p in range(prefix):
+        for j in range(depth):
+            for s in range(suffix):
+                o[(p * depth + j) * suffix + s] = on if np.int32(idx[p * suffix + s]) == j else off
+
+
+@emits("ONE_HOT")
+def emit_one_hot(node, g) -> None:
+    """``on`` where the index (narrowed to int32, as LiteRT) equals the class, else ``off``."""
+    indices, depth, on, off = node.ins
+    out = node.outs[0]
+    require(out.dtype == on.dtype == off.dtype, "ONE_HOT between dtypes is not compiled")
+    if out.size == 0:
+        return
+    (prefix, _, suffix), (_, d, _) = node.kernel.views
+    g.line(f"{g.kernel(one_hot)}({indices.name}, {out.name}, {prefix}, {d}, {suffix}, {on.name}[0], {off.name}[0])")
+
+
+@kernel
+def update_slice(operand, update, start, o, limits, strides, offsets):
+    """``o`` = ``operand`` with ``update`` written at ``start`` clamped into [0, limits] (XLA's
+    rule: never out of range); ``offsets`` are the update's elements' places in ``o`` from
+    the corner."""
+    for q in range(o.size):
+        o[q] = operand[q]
+    base = 0
+    for k in range(limits.size):
+        b = start[k]
+        b = 0 if b < 0 else (limits[k] if b > limits[k] else b)
+        base += b * strides[k]
+    for u in range(update.size):
+        o[base + offsets[u]] = update[u]
+
+
+@emits("DYNAMIC_UPDATE_SLICE")
+def emit_dynamic_update_slice(node, g) -> None:
+    operand, update, start = node.ins
+    out = node.outs[0]
+    require(operand.dtype == update.dtype == out.dtype, "DYNAMIC_UPDATE_SLICE between dtypes is not compiled")
+    if out.size == 0:
+        return
+    rank = len(operand.shape)
+    strides = np.array([int(np.prod(operand.shape[k + 1:], dtype=np.int64)) for k in range(rank)], np.int64)
+    grid = np.indices(update.shape, dtype=np.int64).reshape(rank, -1) if rank else np.zeros((0, 1), np.int64)
+    offsets = (strides[:, None] * grid).sum(axis=0) if rank else np.zeros(1, np.int64)
+    limits = np.array([o - u for o, u in zip(operand.shape, update.shape)], np.int64)
+    names = [g.const(v) for v in (limits, strides, np.ascontiguousarray(offsets, np.int64))]
+    g.line(f"{g.kernel(update_slice)}({operand.name}, {update.name}, {start.name}, {out.name}, {', '.join(names)})")

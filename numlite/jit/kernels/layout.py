@@ -1,5 +1,6 @@
 """CONCATENATION and PACK (block copies into the output), SPLIT, SPLIT_V and UNPACK (block
-copies out of the input), and TRANSPOSE (an index map)."""
+copies out of the input), and TRANSPOSE, TILE, REVERSE_V2, DEPTH_TO_SPACE, SPACE_TO_DEPTH,
+BATCH_TO_SPACE_ND, SPACE_TO_BATCH_ND (index maps)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from numlite.jit.kernels import emits
-from numlite.jit.kernels.common import require, same_dtypes, take
+from numlite.jit.kernels.common import each, require, same_dtypes, take
 
 
 def _blocks(g: Any, whole: Any, parts: Sequence[Any], outer: int, join: bool) -> None:
@@ -117,3 +118,30 @@ def emit_split(node, g) -> None:
 @emits("TRANSPOSE")
 def emit_transpose(node, g) -> None:
     take(g, node)
+
+
+@emits("TILE", "REVERSE_V2", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH", "BATCH_TO_SPACE_ND")
+def emit_moves(node, g) -> None:
+    """Pure data movement with constant parameters (multiples, axes, block sizes, crops): an index map
+    made by numlite's own kernel on the input's element numbers (parameters from data stay on
+    NumPy)."""
+    require(node.ins[0].dtype == node.outs[0].dtype, f"{node.op_name} between dtypes is not compiled")
+    take(g, node)
+
+
+@emits("SPACE_TO_BATCH_ND")
+def emit_space_to_batch(node, g) -> None:
+    """SPACE_TO_BATCH_ND with constant block sizes and paddings on float32, int32, int64 (whose
+    padding is 0): numlite's own kernel run once on the element numbers counted from 1, so that
+    a padded place reads 0 in the map (-1 once shifted back) and is written 0."""
+    from numlite.kernels import evaluate
+
+    x, out = node.ins[0], node.outs[0]
+    require(x.dtype == out.dtype and x.dtype in tuple(np.dtype(t) for t in (np.float32, np.int32, np.int64)),
+            f"SPACE_TO_BATCH_ND of {x.dtype.name} is not compiled")
+    require(all(t.value is not None for t in node.ins[1:]), "SPACE_TO_BATCH_ND with parameters computed at run time is not compiled")
+    numbers = np.arange(1, x.size + 1, dtype=np.int64).reshape(x.shape)
+    (moved,) = evaluate(node.op_name, node.options, [numbers, *(t.value for t in node.ins[1:])])
+    require(tuple(moved.shape) == tuple(out.shape), f"SPACE_TO_BATCH_ND into {out.shape} is not compiled")
+    m = g.const(np.ascontiguousarray(moved.reshape(-1) - 1))
+    each(g, out, lambda i: f"{x.name}[{m}[{i}]] if {m}[{i}] >= 0 else 0")

@@ -1,7 +1,7 @@
 """PAD and PADV2 on float32 (rank 1-4, constant non-negative paddings, a constant pad value) as
 a loop kernel (see ``conv.py``): the output is filled with the pad value, then each run of the
 input's last axis is copied to its place. MobileNetV2 pads before its strided depthwise
-convolutions; without this kernel the whole model stayed on NumPy."""
+convolutions; without this kernel the whole model stayed on NumPy. MIRROR_PAD: an index map."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from numlite.jit.kernels import emits
-from numlite.jit.kernels.common import require
+from numlite.jit.kernels.common import require, take
 from numlite.jit.kernels.conv import body, call
 
 F32 = np.dtype(np.float32)
@@ -59,3 +59,11 @@ def emit_pad(node: Any, g: Any) -> None:
     value = np.float32(np.asarray(constant.value).reshape(-1)[0]) if constant is not None else np.float32(0)
     big = (1,) * (4 - rank) + padded
     call(g, KIND, x, out, x, [*shape, *big, *before], np.array([value], np.float32))
+
+
+@emits("MIRROR_PAD")
+def emit_mirror_pad(node: Any, g: Any) -> None:
+    """MIRROR_PAD (REFLECT or SYMMETRIC) with constant paddings: an index map made by numlite's
+    own kernel (paddings from data stay on NumPy)."""
+    require(node.ins[0].dtype == node.outs[0].dtype, "MIRROR_PAD between dtypes is not compiled")
+    take(g, node)

@@ -51,3 +51,154 @@ def sums(node, g, dtype) -> Any:
     acc = g.temp(out.shape, dtype)
     g.line(f"{g.kernel(sum_into)}({x.name}, {m}, {acc.name})")
     return acc
+
+
+# -- REDUCE_MAX, REDUCE_MIN, REDUCE_PROD, REDUCE_ANY, REDUCE_ALL, ARG_MAX, ARG_MIN, CUMSUM ---------
+#
+# Each input element is folded into its output element (through the index map of `reduction_map`)
+# in memory order, the order LiteRT visits them: float products round as they do, and an extremum
+# keeps LiteRT's rule `cur = cur beyond v ? cur : v`, so a NaN is replaced by the next element
+# (NaN only when the last one is), as numlite's _Extremum.reduce_with_nans computes it.
+
+
+@kernel
+def extremum_into(a, m, o, initial, largest):
+    for j in range(o.size):
+        o[j] = initial
+    for i in range(a.size):
+        v = a[i]
+        if not (o[m[i]] > v if largest else o[m[i]] < v):
+            o[m[i]] = v
+
+
+@kernel
+def prod_into(a, m, o):
+    for j in range(o.size):
+        o[j] = 1
+    for i in range(a.size):
+        o[m[i]] = o[m[i]] * a[i]
+
+
+@kernel
+def any_into(a, m, o):
+    for j in range(o.size):
+        o[j] = False
+    for i in range(a.size):
+        if a[i]:
+            o[m[i]] = True
+
+
+@kernel
+def all_into(a, m, o):
+    for j in range(o.size):
+        o[j] = True
+    for i in range(a.size):
+        if not a[i]:
+            o[m[i]] = False
+
+
+def reduction_map(node) -> np.ndarray:
+    """For each input element (C order), its output element, over the node's constant axes."""
+    x, axes = node.ins
+    out = node.outs[0]
+    require(axes.value is not None, f"{node.op_name} over axes computed at run time is not compiled")
+    rank = len(x.shape)
+    reduced = {int(a) + rank if int(a) < 0 else int(a) for a in np.asarray(axes.value).reshape(-1)}
+    kept = tuple(1 if d in reduced else n for d, n in enumerate(x.shape))
+    require(int(np.prod(kept, dtype=np.int64)) == out.size, f"{node.op_name} of {x.shape} into {out.shape} is not compiled")
+    iota = np.arange(out.size, dtype=np.int64).reshape(kept)
+    return np.ascontiguousarray(np.broadcast_to(iota, x.shape)).reshape(-1)
+
+
+EXTREMA_DTYPES = tuple(np.dtype(t) for t in (np.float32, np.int32, np.int64, np.int8, np.uint8, np.int16))
+FOLDS = {  # op -> (kernel, dtypes, the extremum's initial value and direction, or None)
+    "REDUCE_MAX": (extremum_into, EXTREMA_DTYPES, lambda d: ("-np.inf" if d.kind == "f" else str(np.iinfo(d).min), True)),
+    "REDUCE_MIN": (extremum_into, EXTREMA_DTYPES, lambda d: ("np.inf" if d.kind == "f" else str(np.iinfo(d).max), False)),
+    "REDUCE_PROD": (prod_into, tuple(np.dtype(t) for t in (np.float32, np.int32, np.int64, np.int8, np.int16)), None),
+    "REDUCE_ANY": (any_into, (np.dtype(np.bool_),), None),
+    "REDUCE_ALL": (all_into, (np.dtype(np.bool_),), None),
+}
+
+
+@emits(*FOLDS)
+def emit_fold(node, g) -> None:
+    fn, dtypes, initial = FOLDS[node.op_name]
+    x, out = node.ins[0], node.outs[0]
+    require(x.dtype == out.dtype and x.dtype in dtypes, f"{node.op_name} of {x.dtype.name} is not compiled")
+    if out.size == 0:
+        return
+    m = g.const(reduction_map(node))
+    extra = ""
+    if initial is not None:
+        value, largest = initial(out.dtype)
+        extra = f", np.{out.dtype.name}({value}), {largest}"
+    g.line(f"{g.kernel(fn)}({x.name}, {m}, {out.name}{extra})")
+
+
+@kernel
+def arg_extremum(x, o, outer, n, inner, largest):
+    """The index of the first extremum along the middle axis of ``x`` seen as
+    [outer, n, inner]; NaNs are skipped (0 when every value is NaN), as numlite's ArgMinMax."""
+    for r in range(outer):
+        for c in range(inner):
+            base = r * n * inner + c
+            best = x[base]
+            pick = 0
+            found = best == best
+            for k in range(1, n):
+                v = x[base + k * inner]
+                if v != v:
+                    continue
+                if not found or (v > best if largest else v < best):
+                    best = v
+                    pick = k
+                    found = True
+            o[r * inner + c] = pick
+
+
+@emits("ARG_MAX", "ARG_MIN")
+def emit_arg(node, g) -> None:
+    x, axis = node.ins
+    out = node.outs[0]
+    require(axis.value is not None and x.dtype in tuple(np.dtype(t) for t in (np.float32, np.int32, np.int8, np.uint8, np.bool_)),
+            f"{node.op_name} of {x.dtype.name} or over an axis computed at run time is not compiled")
+    a = int(np.asarray(axis.value).reshape(-1)[0])
+    a = a + len(x.shape) if a < 0 else a
+    outer, inner = int(np.prod(x.shape[:a], dtype=np.int64)), int(np.prod(x.shape[a + 1:], dtype=np.int64))
+    if out.size == 0:
+        return
+    g.line(f"{g.kernel(arg_extremum)}({x.name}, {out.name}, {outer}, {x.shape[a]}, {inner}, {node.op_name == 'ARG_MAX'})")
+
+
+@kernel
+def cumsum(x, o, outer, n, inner, exclusive, reverse):
+    """Running sums along the middle axis of [outer, n, inner], each step rounded to (or
+    wrapped in) the dtype as np.cumsum adds; exclusive: from 0; reverse: from the end."""
+    for r in range(outer):
+        for c in range(inner):
+            base = r * n * inner + c
+            prev = -1
+            for s in range(n):
+                k = n - 1 - s if reverse else s
+                q = base + k * inner
+                if exclusive:
+                    o[q] = 0 if prev < 0 else o[prev] + x[prev]
+                else:
+                    o[q] = x[q] if prev < 0 else o[prev] + x[q]
+                prev = q
+
+
+@emits("CUMSUM")
+def emit_cumsum(node, g) -> None:
+    x, axis = node.ins
+    out = node.outs[0]
+    require(axis.value is not None and x.dtype == out.dtype and x.dtype in (F32, np.dtype(np.int32), np.dtype(np.int64)),
+            f"CUMSUM of {x.dtype.name} or over an axis computed at run time is not compiled")
+    a = int(np.asarray(axis.value).reshape(-1)[0])
+    a = a + len(x.shape) if a < 0 else a
+    if out.size == 0:
+        return
+    outer, inner = int(np.prod(x.shape[:a], dtype=np.int64)), int(np.prod(x.shape[a + 1:], dtype=np.int64))
+    exclusive = bool(getattr(node.options, "exclusive", False))
+    reverse = bool(getattr(node.options, "reverse", False))
+    g.line(f"{g.kernel(cumsum)}({x.name}, {out.name}, {outer}, {x.shape[a]}, {inner}, {exclusive}, {reverse})")

@@ -1,13 +1,13 @@
 """RESHAPE, SQUEEZE, EXPAND_DIMS: the same elements in another shape, i.e. a flat copy (or,
 for an array of run-time shape, the same array); SHAPE of an operand of run-time shape; FILL of
-a static shape."""
+a static shape; ZEROS_LIKE, BROADCAST_TO (an index map) and RANK."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from numlite.jit.kernels import NotCompiled, emits
-from numlite.jit.kernels.common import copy, each, require
+from numlite.jit.kernels.common import copy, each, require, take
 from numlite.jit.kernels.dynamic import shape_text
 
 
@@ -107,3 +107,25 @@ def emit_fill(node, g) -> None:
     value, out = node.ins[1], node.outs[0]
     require(value.size == 1 and value.dtype == out.dtype and out.dtype.kind in "biuf", f"FILL of {value.dtype.name} is not compiled")
     each(g, out, lambda i: f"{value.name}[0]")
+
+
+@emits("ZEROS_LIKE")
+def emit_zeros_like(node, g) -> None:
+    """Zeros of the input's shape and dtype (float32, int32, int64, as numlite's ZerosLike)."""
+    (x,), (out,) = node.ins, node.outs
+    require(x.dtype == out.dtype and out.dtype.kind in "if", f"ZEROS_LIKE of {x.dtype.name} is not compiled")
+    each(g, out, lambda i: "0")
+
+
+@emits("BROADCAST_TO")
+def emit_broadcast_to(node, g) -> None:
+    """BROADCAST_TO a constant shape: an index map (a shape from data stays on NumPy)."""
+    take(g, node)
+
+
+@emits("RANK")
+def emit_rank(node, g) -> None:
+    """The input's rank (known here; usually folded before)."""
+    out = node.outs[0]
+    require(out.dtype.kind == "i" and out.size == 1, "RANK into this output is not compiled")
+    g.line(f"{out.name}[0] = {len(node.ins[0].shape)}")
