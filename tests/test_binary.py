@@ -1,6 +1,8 @@
 """Element-wise binary ops against LiteRT: broadcasting, dtypes and fused activations; ATAN2
 and ADD_N (no broadcasting)."""
 
+import os
+import sys
 import warnings
 
 import numpy as np
@@ -8,7 +10,10 @@ import pytest
 import tensorflow as tf
 
 import numlite
-from helpers import assert_matches_litert, convert, op_names, run_litert
+from helpers import assert_matches_litert, convert, litert_interpreter, op_names, run_litert
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+from one_op_model import In, Out, one_op  # noqa: E402
 
 SHAPES = [((2, 3), (2, 3)), ((4, 1, 3), (5, 1)), ((1, 6), ()), ((2, 3, 4, 5), (5,))]
 
@@ -140,6 +145,33 @@ def test_div_by_zero_and_special_values():
     y = np.array([0.0, 0.0, -0.0, 0.0, 0.0, inf, 0.0, 0.0, nan, 0.5], np.float32)
     (expected,) = assert_matches_litert(model, [x, y])
     np.testing.assert_array_equal(np.signbit(expected[:3]), [False, True, True])  # the premise: IEEE signed infinities
+
+
+# The integer divisions LiteRT runs: DIV on int32/int16/int8, FLOOR_DIV on int32/int16/int8,
+# FLOOR_MOD on every integer dtype numlite covers.
+INTEGER_DIVISIONS = [("DIV", np.int32), ("FLOOR_DIV", np.int32), ("FLOOR_DIV", np.int16), ("FLOOR_DIV", np.int8),
+                     ("FLOOR_MOD", np.int32), ("FLOOR_MOD", np.int64), ("FLOOR_MOD", np.int16), ("FLOOR_MOD", np.int8)]
+
+
+@pytest.mark.parametrize("op, dtype", INTEGER_DIVISIONS, ids=lambda v: getattr(v, "__name__", v))
+def test_integer_division_by_zero_fails_the_invoke(op, dtype):
+    """LiteRT fails the invoke of an integer division whose divisor holds a 0 ("Division by 0";
+    DIV: "data[i] != zero_point"); numlite raises InvokeError naming the node, where it once gave
+    a value (INT_MIN, or 0). Without a 0, both give the same integers."""
+    a, b = np.array([7, -7, 3, -4], dtype), np.array([2, 0, -2, 3], dtype)
+    data, _ = one_op(op, [In(a), In(b)], [Out(dtype, shape=(4,))])
+    litert = litert_interpreter(data)
+    interpreter = numlite.Interpreter(model_content=data)
+    for it in (litert, interpreter):
+        it.allocate_tensors()
+        it.set_tensor(it.get_input_details()[0]["index"], a)
+        it.set_tensor(it.get_input_details()[1]["index"], b)
+    with pytest.raises(RuntimeError, match="Division by 0|zero_point"):
+        litert.invoke()  # the premise: LiteRT refuses
+    with pytest.raises(numlite.InvokeError, match=rf"node 0 \({op}\) failed: division by 0"):
+        interpreter.invoke()
+    b = np.where(b == 0, 5, b).astype(dtype)
+    assert_matches_litert(data, [a, b])
 
 
 # The converter refuses tf.atan2 on shapes that differ ("requires the same type for all

@@ -15,6 +15,7 @@ from typing import Callable
 
 import numpy as np
 
+from numlite.errors import InvokeError
 from numlite.kernels import parallel
 from numlite.kernels.base import Kernel, Spec, broadcast_shape, fused_activation, register
 from numlite.kernels.clamp import clamp
@@ -126,8 +127,21 @@ def _divide(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
             out[...] = np.trunc(np.divide(a, b, dtype=np.float64))
 
 
+class Division(Binary):
+    """DIV, FLOOR_DIV and FLOOR_MOD: LiteRT fails the invoke ("Division by 0") when an integer
+    divisor holds a 0, before computing anything; float division gives infinities or NaN."""
+
+    def eval(self, ins, outs):
+        if ins[1].dtype.kind in "iu" and not ins[1].all():
+            raise InvokeError("division by 0: the integer divisor (input 1) holds a 0 (LiteRT fails the invoke too)")
+        super().eval(ins, outs)
+
+    def direct(self, ins, outs):
+        return None if ins[1].dtype.kind in "iu" else super().direct(ins, outs)  # eval checks the divisor
+
+
 @register("DIV")
-class Div(Binary):
+class Div(Division):
     passes = 2
     compute = _divide
 
@@ -168,7 +182,7 @@ class Pow(Binary):
 
 
 @register("FLOOR_DIV")
-class FloorDiv(Binary):
+class FloorDiv(Division):
     passes = 3
     dtypes = (np.float32, np.int32, np.int64, np.int16, np.int8)
 
@@ -181,7 +195,7 @@ class FloorDiv(Binary):
 
 
 @register("FLOOR_MOD")
-class FloorMod(Binary):
+class FloorMod(Division):
     passes = 3
     dtypes = (np.float32, np.int32, np.int64, np.int16, np.int8)
     compute = _ufunc(np.mod)

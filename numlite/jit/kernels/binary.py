@@ -94,6 +94,8 @@ def emit_floor_div(node, g) -> None:
     a, b = node.ins
     (out,) = node.outs
     same_dtypes([a, b, out], (np.dtype(np.float32), *(np.dtype(t) for t in (np.int32, np.int64, np.int16, np.int8))), node.op_name)
+    if out.dtype.kind != "f":  # the NumPy engine raises LiteRT's division by 0 (as for FLOOR_MOD)
+        require(b.value is not None and bool(np.all(b.value != 0)), "integer FLOOR_DIV by a divisor from data is not compiled")
     f = "np.floor({} / {})" if out.dtype.kind == "f" else f"{g.kernel(floor_div)}({{}}, {{}})"
     each(g, out, lambda i: f.format(index(a, out, i, g), index(b, out, i, g)))
 
