@@ -3,7 +3,15 @@
 loop LLVM vectorizes, summing each output in ``k`` order as a plain dot product does); with
 weights from data, one dot product per output. Then the bias and the fused activation in one
 pass. (Numba's ``np.dot`` would call BLAS, but needs SciPy and costs seconds of compile time
-for reshapes and their error paths; see docs/jit.md.)"""
+for reshapes and their error paths; see docs/jit.md.)
+
+A node of at least :data:`KERNEL_MIN_WORK` multiply-adds with constant weights is a loop kernel
+(:mod:`numlite.jit.kernels.loops`, kind :data:`KIND`), compiled once per machine and called
+through its address: its lines, inlined into the model's function, cost about a second of the
+model's compile each (MobileNetV2's classifier; docs/jit.md, "Compile time of dense and
+element-wise ops"). Its units are blocks of :data:`BLOCK` output columns of one row, shared
+among the threads with ``num_threads``. Every output is summed in the same order either way,
+so both forms give the same bits."""
 
 from __future__ import annotations
 
@@ -11,9 +19,14 @@ import numpy as np
 
 from numlite.jit.kernels import emits
 from numlite.jit.kernels.binary import activation_range
-from numlite.jit.kernels.common import each, kernel, require
+from numlite.jit.kernels.common import clip, each, kernel, require
+from numlite.jit.kernels.conv import body, call
 
 F32 = np.dtype(np.float32)
+KIND = 10  # the loop kernel kind (numlite.jit.kernels.loops)
+KERNEL_MIN_WORK = 1 << 14  # multiply-adds; smaller nodes stay inline (a call costs more than their loop)
+BLOCK = 128  # output columns per unit: a 512-byte block of the row stays in L1 over all of k
+M, K, N, ACT, BIAS = range(5)  # the int64 parameters; the float32 ones: low, high, bias[N], w_t[K * N]
 
 
 @kernel
@@ -39,6 +52,42 @@ def rows_dot_rows(x, w, o, m, k, n):
             o[r * n + c] = acc
 
 
+@body
+def fc_setup(x, o, src, f, p):
+    """The number of units: blocks of BLOCK output columns, per row."""
+    return p[M] * ((p[N] + BLOCK - 1) // BLOCK)
+
+
+@body
+def fc_units(x, o, src, f, p, u0, u1):
+    """Units ``[u0, u1)``: output columns ``[c0, c1)`` of row ``r``, the products summed in ``k``
+    order from 0 (as :func:`rows_times_transposed`), then ``+ bias`` and the clamp (as the
+    inlined form's element loop)."""
+    k, n, act, bias = p[K], p[N], p[ACT], p[BIAS]
+    blocks = (n + BLOCK - 1) // BLOCK
+    low, high = f[0], f[1]
+    w_t = f[2 + n :]
+    for u in range(u0, u1):
+        r = u // blocks
+        c0 = (u - r * blocks) * BLOCK
+        c1 = min(c0 + BLOCK, n)
+        row = o[r * n + c0 : r * n + c1]
+        width = c1 - c0
+        for c in range(width):
+            row[c] = 0
+        for j in range(k):
+            v = x[r * k + j]
+            weights = w_t[j * n + c0 : j * n + c1]
+            for c in range(width):
+                row[c] += v * weights[c]
+        if bias:
+            for c in range(width):
+                row[c] = row[c] + f[2 + c0 + c]
+        if act:
+            for c in range(width):
+                row[c] = clip(row[c], low, high)
+
+
 @emits("FULLY_CONNECTED")
 def emit(node, g) -> None:
     x, w = node.ins[0], node.ins[1]
@@ -51,12 +100,18 @@ def emit(node, g) -> None:
     n, k = w.shape
     m = x.size // k if k else 0
     require(m * n == out.size and k > 0, f"FULLY_CONNECTED of {x.shape} by {w.shape} into {out.shape} is not compiled")
+    clamp = activation_range(node, out)
+    if w.value is not None and m * k * n >= KERNEL_MIN_WORK and (bias is None or bias.value is not None):
+        w_t = np.asarray(w.value, np.float32).reshape(n, k).T
+        b = np.zeros(n, np.float32) if bias is None else np.asarray(bias.value, np.float32).reshape(n)
+        floats = np.concatenate([np.array(clamp or (0.0, 0.0), np.float32), b, w_t.reshape(-1)])
+        call(g, KIND, x, out, x, [m, k, n, int(clamp is not None), int(bias is not None)], floats, work=m * k * n)
+        return
     if w.value is not None:
         w_t = g.const(np.ascontiguousarray(np.asarray(w.value, np.float32).reshape(n, k).T))
         g.line(f"{g.kernel(rows_times_transposed)}({x.name}, {w_t}, {out.name}, {m}, {k}, {n})")
     else:
         g.line(f"{g.kernel(rows_dot_rows)}({x.name}, {w.name}, {out.name}, {m}, {k}, {n})")
-    clamp = activation_range(node, out)
     if bias is not None or clamp is not None:
         plus = (lambda i: f" + {bias.name}[{i} % {n}]") if bias is not None else (lambda i: "")
         each(g, out, lambda i: f"{out.name}[{i}]{plus(i)}", clamp)
