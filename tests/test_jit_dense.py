@@ -31,16 +31,16 @@ LARGE_NODES = 10  # the nodes of dense_model above the kernel thresholds
 def dense_model() -> tuple[bytes, list[np.ndarray]]:
     g = Graphs()
     m = g.subgraph()
-    x = m.input((2, 300))
+    x = m.input((2, 302))  # k = 302: four products at a time, and 2 more
     image = m.input((2, 9, 10, 24))  # 4320 values: a global average pool over 9 x 10
     a, b = m.input((2, 40, 60)), m.input((2, 40, 60))
     big_a, big_b = m.input((2, 100, 100)), m.input((2, 100, 100))  # 20000 values: two parallel units
     fc = lambda act, keep=False: Options("FullyConnectedOptions", fused_activation_function=act, keep_num_dims=keep)  # noqa: E731
-    # 130 columns: a block of 128 and one of 2; 2 rows
-    m.op("FULLY_CONNECTED", [x, m.const(rng_floats((130, 300), 1, -0.2, 0.2)), m.const(rng_floats((130,), 2))], (2, 130),
+    # 130 columns; 2 rows: with two threads, two blocks of columns per row (80 and 50)
+    m.op("FULLY_CONNECTED", [x, m.const(rng_floats((130, 302), 1, -0.2, 0.2)), m.const(rng_floats((130,), 2))], (2, 130),
          options=fc(RELU6))  # fmt: skip
-    m.op("FULLY_CONNECTED", [x, m.const(rng_floats((64, 300), 3, -0.2, 0.2)), -1], (2, 64), options=fc(NONE))
-    m.op("FULLY_CONNECTED", [x, m.const(rng_floats((200, 300), 4, -0.2, 0.2)), m.const(rng_floats((200,), 5))], (2, 200),
+    m.op("FULLY_CONNECTED", [x, m.const(rng_floats((64, 302), 3, -0.2, 0.2)), -1], (2, 64), options=fc(NONE))
+    m.op("FULLY_CONNECTED", [x, m.const(rng_floats((200, 302), 4, -0.2, 0.2)), m.const(rng_floats((200,), 5))], (2, 200),
          options=fc(RELU_N1_TO_1))  # fmt: skip
     reducer = lambda keep: Options("ReducerOptions", keep_dims=keep)  # noqa: E731
     m.op("MEAN", [image, m.const([1, 2], np.int32)], (2, 24), options=reducer(False))
@@ -51,7 +51,7 @@ def dense_model() -> tuple[bytes, list[np.ndarray]]:
     m.op("SUB", [a, b], (2, 40, 60), options=Options("SubOptions", fused_activation_function=NONE))
     m.op("MUL", [a, b], (2, 40, 60), options=Options("MulOptions", fused_activation_function=RELU_N1_TO_1))
     m.op("ADD", [big_a, big_b], (2, 100, 100), options=Options("AddOptions", fused_activation_function=RELU6))
-    inputs = [rng_floats((2, 300), 6), rng_floats((2, 9, 10, 24), 7), rng_floats((2, 40, 60), 8), rng_floats((2, 40, 60), 9),
+    inputs = [rng_floats((2, 302), 6), rng_floats((2, 9, 10, 24), 7), rng_floats((2, 40, 60), 8), rng_floats((2, 40, 60), 9),
               rng_floats((2, 100, 100), 10, -8.0, 8.0), rng_floats((2, 100, 100), 11)]  # fmt: skip
     return g.bytes(), inputs
 

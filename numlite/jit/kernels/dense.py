@@ -9,15 +9,15 @@ A node of at least :data:`KERNEL_MIN_WORK` multiply-adds with constant weights i
 (:mod:`numlite.jit.kernels.loops`, kind :data:`KIND`), compiled once per machine and called
 through its address: its lines, inlined into the model's function, cost about a second of the
 model's compile each (MobileNetV2's classifier; docs/jit.md, "Compile time of dense and
-element-wise ops"). Its units are blocks of :data:`BLOCK` output columns of one row, shared
-among the threads with ``num_threads``. Every output is summed in the same order either way,
-so both forms give the same bits."""
+element-wise ops"). Its units are rows, or with ``num_threads`` blocks of output columns of a
+row, shared among the threads. Every output is summed in the same order either way, so both
+forms give the same bits."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from numlite.jit.kernels import emits
+from numlite.jit.kernels import conv, emits
 from numlite.jit.kernels.binary import activation_range
 from numlite.jit.kernels.common import clip, each, kernel, require
 from numlite.jit.kernels.conv import body, call
@@ -25,8 +25,7 @@ from numlite.jit.kernels.conv import body, call
 F32 = np.dtype(np.float32)
 KIND = 10  # the loop kernel kind (numlite.jit.kernels.loops)
 KERNEL_MIN_WORK = 1 << 14  # multiply-adds; smaller nodes stay inline (a call costs more than their loop)
-BLOCK = 128  # output columns per unit: a 512-byte block of the row stays in L1 over all of k
-M, K, N, ACT, BIAS = range(5)  # the int64 parameters; the float32 ones: low, high, bias[N], w_t[K * N]
+M, K, N, ACT, BIAS, BLOCK = range(6)  # the int64 parameters; the float32 ones: low, high, bias[N], w_t[K * N]
 
 
 @kernel
@@ -54,32 +53,50 @@ def rows_dot_rows(x, w, o, m, k, n):
 
 @body
 def fc_setup(x, o, src, f, p):
-    """The number of units: blocks of BLOCK output columns, per row."""
-    return p[M] * ((p[N] + BLOCK - 1) // BLOCK)
+    """The number of units: blocks of ``p[BLOCK]`` output columns, per row."""
+    return p[M] * ((p[N] + p[BLOCK] - 1) // p[BLOCK])
 
 
 @body
 def fc_units(x, o, src, f, p, u0, u1):
-    """Units ``[u0, u1)``: output columns ``[c0, c1)`` of row ``r``, the products summed in ``k``
-    order from 0 (as :func:`rows_times_transposed`), then ``+ bias`` and the clamp (as the
-    inlined form's element loop)."""
-    k, n, act, bias = p[K], p[N], p[ACT], p[BIAS]
-    blocks = (n + BLOCK - 1) // BLOCK
+    """Units ``[u0, u1)``: output columns ``[c0, c1)`` of row ``r``. Each output adds its
+    products in ``k`` order from 0, as :func:`rows_times_transposed` does, four ``k`` at a
+    time in a register (a quarter of the loads and stores of the row; the same additions in
+    the same order), then ``+ bias`` and the clamp (as the inlined form's element loop)."""
+    k, n, act, bias, block = p[K], p[N], p[ACT], p[BIAS], p[BLOCK]
+    blocks = (n + block - 1) // block
     low, high = f[0], f[1]
     w_t = f[2 + n :]
     for u in range(u0, u1):
         r = u // blocks
-        c0 = (u - r * blocks) * BLOCK
-        c1 = min(c0 + BLOCK, n)
+        c0 = (u - r * blocks) * block
+        c1 = min(c0 + block, n)
         row = o[r * n + c0 : r * n + c1]
+        xs = x[r * k : (r + 1) * k]
         width = c1 - c0
         for c in range(width):
             row[c] = 0
-        for j in range(k):
-            v = x[r * k + j]
+        j = 0
+        while j + 4 <= k:
+            v0, v1, v2, v3 = xs[j], xs[j + 1], xs[j + 2], xs[j + 3]
+            w0 = w_t[j * n + c0 : j * n + c1]
+            w1 = w_t[(j + 1) * n + c0 : (j + 1) * n + c1]
+            w2 = w_t[(j + 2) * n + c0 : (j + 2) * n + c1]
+            w3 = w_t[(j + 3) * n + c0 : (j + 3) * n + c1]
+            for c in range(width):
+                acc = row[c]
+                acc += v0 * w0[c]
+                acc += v1 * w1[c]
+                acc += v2 * w2[c]
+                acc += v3 * w3[c]
+                row[c] = acc
+            j += 4
+        while j < k:
+            v = xs[j]
             weights = w_t[j * n + c0 : j * n + c1]
             for c in range(width):
                 row[c] += v * weights[c]
+            j += 1
         if bias:
             for c in range(width):
                 row[c] = row[c] + f[2 + c0 + c]
@@ -105,7 +122,12 @@ def emit(node, g) -> None:
         w_t = np.asarray(w.value, np.float32).reshape(n, k).T
         b = np.zeros(n, np.float32) if bias is None else np.asarray(bias.value, np.float32).reshape(n)
         floats = np.concatenate([np.array(clamp or (0.0, 0.0), np.float32), b, w_t.reshape(-1)])
-        call(g, KIND, x, out, x, [m, k, n, int(clamp is not None), int(bias is not None)], floats, work=m * k * n)
+        # Units: whole rows, or with threads and fewer than two rows per thread, one block of
+        # columns per thread and row (a multiple of 16). Not smaller: each unit reads its block
+        # of every row of w_t, and blocks of 256 columns took twice the time of whole rows.
+        threads = g.gen.threads if m * k * n >= conv.PARALLEL_MIN_WORK else 1
+        block = n if threads <= 1 or m >= 2 * threads else min(n, 16 * -(-n // (16 * threads)))
+        call(g, KIND, x, out, x, [m, k, n, int(clamp is not None), int(bias is not None), block], floats, work=m * k * n)
         return
     if w.value is not None:
         w_t = g.const(np.ascontiguousarray(np.asarray(w.value, np.float32).reshape(n, k).T))
