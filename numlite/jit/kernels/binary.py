@@ -72,18 +72,18 @@ def binary_units(x, o, src, f, p, u0, u1):
     size, op, act = p[0], p[1], p[2]
     low, high = f[0], f[1]
     i0, i1 = u0 * BLOCK, min(u1 * BLOCK, size)
+    # slices indexed from 0: an index Numba cannot prove non-negative gets a wraparound test,
+    # which keeps LLVM from vectorizing the loop (5x slower here)
+    a, b, out = x[i0:i1], src[i0:i1], o[i0:i1]
     if op == 0:
-        for i in range(i0, i1):
-            o[i] = x[i] + src[i]
+        for i in range(i1 - i0):
+            out[i] = clip(a[i] + b[i], low, high) if act else a[i] + b[i]
     elif op == 1:
-        for i in range(i0, i1):
-            o[i] = x[i] - src[i]
+        for i in range(i1 - i0):
+            out[i] = clip(a[i] - b[i], low, high) if act else a[i] - b[i]
     else:
-        for i in range(i0, i1):
-            o[i] = x[i] * src[i]
-    if act:
-        for i in range(i0, i1):
-            o[i] = clip(o[i], low, high)
+        for i in range(i1 - i0):
+            out[i] = clip(a[i] * b[i], low, high) if act else a[i] * b[i]
 
 
 @emits(*EXPRESSIONS)

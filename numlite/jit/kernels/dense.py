@@ -98,8 +98,9 @@ def fc_units(x, o, src, f, p, u0, u1):
                 row[c] += v * weights[c]
             j += 1
         if bias:
+            b = f[2 + c0 : 2 + c1]  # slices indexed from 0: no wraparound test, so LLVM vectorizes
             for c in range(width):
-                row[c] = row[c] + f[2 + c0 + c]
+                row[c] = row[c] + b[c]
         if act:
             for c in range(width):
                 row[c] = clip(row[c], low, high)

@@ -36,15 +36,21 @@ def sum_into(a, m, acc):
 @body
 def mean_setup(x, o, src, f, p):
     """The whole reduction (one thread: it reads each input once); no units. ``p``: outer,
-    reduced, inner, and the divisor (0 for SUM)."""
+    reduced, inner, and the divisor (0 for SUM). ``src``: working memory of ``2 * inner``
+    float32, the double sums of one outer index; the input is read in order, row by row."""
     outer, reduced, inner, count = p[0], p[1], p[2], p[3]
+    acc = src[: 2 * inner].view(np.float64)
     for b in range(outer):
+        xs = x[b * reduced * inner : (b + 1) * reduced * inner]  # slices: indices from 0 vectorize
         for c in range(inner):
-            q = b * reduced * inner + c
-            acc = 0.0
-            for r in range(reduced):
-                acc += x[q + r * inner]
-            o[b * inner + c] = acc / count if count else acc
+            acc[c] = 0.0
+        for r in range(reduced):
+            row = xs[r * inner : (r + 1) * inner]
+            for c in range(inner):
+                acc[c] += row[c]
+        out = o[b * inner : (b + 1) * inner]
+        for c in range(inner):
+            out[c] = acc[c] / count if count else acc[c]
 
 
 @emits("SUM", "MEAN")
@@ -58,7 +64,8 @@ def emit(node, g) -> None:
     count = x.size // out.size if node.op_name == "MEAN" and out.size else 1  # 0 for an empty input: 0 / 0 is NaN
     block = _block(node) if floats and x.size >= KERNEL_MIN_SIZE else None
     if block is not None:
-        call(g, KIND, x, out, x, [*block, count if node.op_name == "MEAN" else 0], np.zeros(0, np.float32))
+        work = g.temp((2 * block[2],), np.float32)
+        call(g, KIND, x, out, work, [*block, count if node.op_name == "MEAN" else 0], np.zeros(0, np.float32))
         return
     acc = sums(node, g, np.float64 if floats else np.int64)
     each(g, out, lambda i: f"{acc.name}[{i}] / {float(count)!r}" if count != 1 else f"{acc.name}[{i}]")
