@@ -167,8 +167,17 @@ def _call_address(typingctx: Any, address: Any, x: Any, o: Any, src: Any, ctl: A
     return types.none(types.int64, x, o, src, ctl, types.int64, types.int64, types.int64, types.int64), codegen
 
 
+@intrinsic
+def _load(typingctx: Any, address: Any) -> Any:
+    """The int64 at ``address`` (no ``carray``: its lowering, once per node, cost compile time)."""
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        return builder.load(builder.inttoptr(args[0], ir.IntType(64).as_pointer()))
+
+    return types.int64(types.int64), codegen
+
+
 @kernel
 def run(x, o, src, ctl, ka, kp, kf, nf, kind):
     """The generated code's call of a loop kernel: ``ctl[ka]`` holds the address of the array
     holding the entry point's address (:func:`entry`)."""
-    _call_address(carray(at(ctl[ka], np.int64), 1)[0], x, o, src, ctl, kp, kf, nf, kind)
+    _call_address(_load(ctl[ka]), x, o, src, ctl, kp, kf, nf, kind)
