@@ -16,7 +16,7 @@ import re
 import numpy as np
 import pytest
 from helpers import run_interpreter
-from test_jit import Graphs, _assert_same, _matches_litert_and_numpy, jit_cache, rng_floats  # noqa: F401  (a fixture)
+from test_jit import Graphs, _matches_litert_and_numpy, jit_cache, rng_floats  # noqa: F401  (a fixture)
 
 import numlite
 from numlite.model.ir import Options
@@ -35,7 +35,7 @@ def dense_model() -> tuple[bytes, list[np.ndarray]]:
     image = m.input((2, 9, 10, 24))  # 4320 values: a global average pool over 9 x 10
     a, b = m.input((2, 40, 60)), m.input((2, 40, 60))
     big_a, big_b = m.input((2, 100, 100)), m.input((2, 100, 100))  # 20000 values: two parallel units
-    fc = lambda act, keep=False: Options("FullyConnectedOptions", fused_activation_function=act, keep_num_dims=keep)  # noqa: E731
+    fc = lambda act: Options("FullyConnectedOptions", fused_activation_function=act)  # noqa: E731
     # 130 columns; 2 rows: with two threads, two blocks of columns per row (80 and 50)
     m.op("FULLY_CONNECTED", [x, m.const(rng_floats((130, 302), 1, -0.2, 0.2)), m.const(rng_floats((130,), 2))], (2, 130),
          options=fc(RELU6))  # fmt: skip
