@@ -3,17 +3,29 @@
 loop LLVM vectorizes, summing each output in ``k`` order as a plain dot product does); with
 weights from data, one dot product per output. Then the bias and the fused activation in one
 pass. (Numba's ``np.dot`` would call BLAS, but needs SciPy and costs seconds of compile time
-for reshapes and their error paths; see docs/jit.md.)"""
+for reshapes and their error paths; see docs/jit.md.)
+
+A node of at least :data:`KERNEL_MIN_WORK` multiply-adds with constant weights is a loop kernel
+(:mod:`numlite.jit.kernels.loops`, kind :data:`KIND`), compiled once per machine and called
+through its address: its lines, inlined into the model's function, cost about a second of the
+model's compile each (MobileNetV2's classifier; docs/jit.md, "Compile time of dense and
+element-wise ops"). Its units are rows, or with ``num_threads`` blocks of output columns of a
+row, shared among the threads. Every output is summed in the same order either way, so both
+forms give the same bits."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from numlite.jit.kernels import emits
+from numlite.jit.kernels import conv, emits
 from numlite.jit.kernels.binary import activation_range
-from numlite.jit.kernels.common import each, kernel, require
+from numlite.jit.kernels.common import clip, each, kernel, require
+from numlite.jit.kernels.conv import body, call
 
 F32 = np.dtype(np.float32)
+KIND = 10  # the loop kernel kind (numlite.jit.kernels.loops)
+KERNEL_MIN_WORK = 1 << 14  # multiply-adds; smaller nodes stay inline (a call costs more than their loop)
+M, K, N, ACT, BIAS, BLOCK = range(6)  # the int64 parameters; the float32 ones: low, high, bias[N], w_t[K * N]
 
 
 @kernel
@@ -39,6 +51,61 @@ def rows_dot_rows(x, w, o, m, k, n):
             o[r * n + c] = acc
 
 
+@body
+def fc_setup(x, o, src, f, p):
+    """The number of units: blocks of ``p[BLOCK]`` output columns, per row."""
+    return p[M] * ((p[N] + p[BLOCK] - 1) // p[BLOCK])
+
+
+@body
+def fc_units(x, o, src, f, p, u0, u1):
+    """Units ``[u0, u1)``: output columns ``[c0, c1)`` of row ``r``. Each output adds its
+    products in ``k`` order from 0, as :func:`rows_times_transposed` does, four ``k`` at a
+    time in a register (a quarter of the loads and stores of the row; the same additions in
+    the same order), then ``+ bias`` and the clamp (as the inlined form's element loop)."""
+    k, n, act, bias, block = p[K], p[N], p[ACT], p[BIAS], p[BLOCK]
+    blocks = (n + block - 1) // block
+    low, high = f[0], f[1]
+    w_t = f[2 + n :]
+    for u in range(u0, u1):
+        r = u // blocks
+        c0 = (u - r * blocks) * block
+        c1 = min(c0 + block, n)
+        row = o[r * n + c0 : r * n + c1]
+        xs = x[r * k : (r + 1) * k]
+        width = c1 - c0
+        for c in range(width):
+            row[c] = 0
+        j = 0
+        while j + 4 <= k:
+            v0, v1, v2, v3 = xs[j], xs[j + 1], xs[j + 2], xs[j + 3]
+            w0 = w_t[j * n + c0 : j * n + c1]
+            w1 = w_t[(j + 1) * n + c0 : (j + 1) * n + c1]
+            w2 = w_t[(j + 2) * n + c0 : (j + 2) * n + c1]
+            w3 = w_t[(j + 3) * n + c0 : (j + 3) * n + c1]
+            for c in range(width):
+                acc = row[c]
+                acc += v0 * w0[c]
+                acc += v1 * w1[c]
+                acc += v2 * w2[c]
+                acc += v3 * w3[c]
+                row[c] = acc
+            j += 4
+        while j < k:
+            v = xs[j]
+            weights = w_t[j * n + c0 : j * n + c1]
+            for c in range(width):
+                row[c] += v * weights[c]
+            j += 1
+        if bias:
+            b = f[2 + c0 : 2 + c1]  # slices indexed from 0: no wraparound test, so LLVM vectorizes
+            for c in range(width):
+                row[c] = row[c] + b[c]
+        if act:
+            for c in range(width):
+                row[c] = clip(row[c], low, high)
+
+
 @emits("FULLY_CONNECTED")
 def emit(node, g) -> None:
     x, w = node.ins[0], node.ins[1]
@@ -51,12 +118,23 @@ def emit(node, g) -> None:
     n, k = w.shape
     m = x.size // k if k else 0
     require(m * n == out.size and k > 0, f"FULLY_CONNECTED of {x.shape} by {w.shape} into {out.shape} is not compiled")
+    clamp = activation_range(node, out)
+    if w.value is not None and m * k * n >= KERNEL_MIN_WORK and (bias is None or bias.value is not None):
+        w_t = np.asarray(w.value, np.float32).reshape(n, k).T
+        b = np.zeros(n, np.float32) if bias is None else np.asarray(bias.value, np.float32).reshape(n)
+        floats = np.concatenate([np.array(clamp or (0.0, 0.0), np.float32), b, w_t.reshape(-1)])
+        # Units: whole rows, or with threads and fewer than two rows per thread, one block of
+        # columns per thread and row (a multiple of 16). Not smaller: each unit reads its block
+        # of every row of w_t, and blocks of 256 columns took twice the time of whole rows.
+        threads = g.gen.threads if m * k * n >= conv.PARALLEL_MIN_WORK else 1
+        block = n if threads <= 1 or m >= 2 * threads else min(n, 16 * -(-n // (16 * threads)))
+        call(g, KIND, x, out, x, [m, k, n, int(clamp is not None), int(bias is not None), block], floats, work=m * k * n)
+        return
     if w.value is not None:
         w_t = g.const(np.ascontiguousarray(np.asarray(w.value, np.float32).reshape(n, k).T))
         g.line(f"{g.kernel(rows_times_transposed)}({x.name}, {w_t}, {out.name}, {m}, {k}, {n})")
     else:
         g.line(f"{g.kernel(rows_dot_rows)}({x.name}, {w.name}, {out.name}, {m}, {k}, {n})")
-    clamp = activation_range(node, out)
     if bias is not None or clamp is not None:
         plus = (lambda i: f" + {bias.name}[{i} % {n}]") if bias is not None else (lambda i: "")
         each(g, out, lambda i: f"{out.name}[{i}]{plus(i)}", clamp)

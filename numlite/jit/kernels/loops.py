@@ -1,5 +1,6 @@
 """The loop kernels' two entry points: ``serial`` and ``parallel``, shared by every node of
-every loop-kernel op (CONV_2D, DEPTHWISE_CONV_2D, the pools, SOFTMAX, PAD).
+every loop-kernel op (CONV_2D, DEPTHWISE_CONV_2D, the pools, SOFTMAX, PAD, and the large float32
+FULLY_CONNECTED, SUM/MEAN and ADD/SUB/MUL).
 
 A node's generated line is ``serial(x, out, src, ctl, np.int64(p), np.int64(f),
 np.int64(nf), np.int64(kind))``: its input, output and working buffer (arena views), and the
@@ -29,13 +30,19 @@ from numba import carray, cfunc, prange, types
 from numba.extending import intrinsic
 
 from numlite.jit.kernels.activations import SOFTMAX, softmax_setup, softmax_units
+from numlite.jit.kernels.binary import KIND as BINARY
+from numlite.jit.kernels.binary import binary_setup, binary_units
 from numlite.jit.kernels.common import at, kernel
 from numlite.jit.kernels.conv import KIND_CONV, KIND_DEPTHWISE, conv_setup, conv_units, depthwise_setup, depthwise_units
+from numlite.jit.kernels.dense import KIND as DENSE
+from numlite.jit.kernels.dense import fc_setup, fc_units
 from numlite.jit.kernels.pad import pad_setup
 from numlite.jit.kernels.pooling import KIND as POOL
 from numlite.jit.kernels.pooling import pool_setup, pool_units
+from numlite.jit.kernels.reduce import KIND as MEAN
+from numlite.jit.kernels.reduce import mean_setup
 
-PARALLEL = frozenset({KIND_CONV, KIND_DEPTHWISE, POOL, SOFTMAX})  # the kinds with units to share
+PARALLEL = frozenset({KIND_CONV, KIND_DEPTHWISE, POOL, SOFTMAX, DENSE, BINARY})  # the kinds with units to share
 
 
 def serial(xp, nx, op, no, sp, ns, cp, nctl, kp, kf, nf, kind):
@@ -50,6 +57,12 @@ def serial(xp, nx, op, no, sp, ns, cp, nctl, kp, kf, nf, kind):
         pool_units(x, o, src, f, p, np.int64(0), pool_setup(x, o, src, f, p))
     elif kind == SOFTMAX:
         softmax_units(x, o, src, f, p, np.int64(0), softmax_setup(x, o, src, f, p))
+    elif kind == DENSE:
+        fc_units(x, o, src, f, p, np.int64(0), fc_setup(x, o, src, f, p))
+    elif kind == BINARY:
+        binary_units(x, o, src, f, p, np.int64(0), binary_setup(x, o, src, f, p))
+    elif kind == MEAN:
+        mean_setup(x, o, src, f, p)
     else:
         pad_setup(x, o, src, f, p)
 
@@ -64,6 +77,10 @@ def parallel(xp, nx, op, no, sp, ns, cp, nctl, kp, kf, nf, kind):
         n = depthwise_setup(x, o, src, f, p)
     elif kind == POOL:
         n = pool_setup(x, o, src, f, p)
+    elif kind == DENSE:
+        n = fc_setup(x, o, src, f, p)
+    elif kind == BINARY:
+        n = binary_setup(x, o, src, f, p)
     else:
         n = softmax_setup(x, o, src, f, p)
     for u in prange(n):
@@ -74,6 +91,10 @@ def parallel(xp, nx, op, no, sp, ns, cp, nctl, kp, kf, nf, kind):
             depthwise_units(x, o, src, f, p, first, first + 1)
         elif kind == POOL:
             pool_units(x, o, src, f, p, first, first + 1)
+        elif kind == DENSE:
+            fc_units(x, o, src, f, p, first, first + 1)
+        elif kind == BINARY:
+            binary_units(x, o, src, f, p, first, first + 1)
         else:
             softmax_units(x, o, src, f, p, first, first + 1)
 
@@ -124,7 +145,7 @@ def _bodies_digest() -> str:
 
     here = os.path.dirname(os.path.abspath(__file__))
     digest = hashlib.sha256()
-    for name in ("activations.py", "common.py", "conv.py", "pad.py", "pooling.py", "simd.py"):
+    for name in ("activations.py", "binary.py", "common.py", "conv.py", "dense.py", "pad.py", "pooling.py", "reduce.py", "simd.py"):
         with open(os.path.join(here, name), "rb") as f:
             digest.update(f.read())
     return digest.hexdigest()[:16]
@@ -146,8 +167,17 @@ def _call_address(typingctx: Any, address: Any, x: Any, o: Any, src: Any, ctl: A
     return types.none(types.int64, x, o, src, ctl, types.int64, types.int64, types.int64, types.int64), codegen
 
 
+@intrinsic
+def _load(typingctx: Any, address: Any) -> Any:
+    """The int64 at ``address`` (no ``carray``: its lowering, once per node, cost compile time)."""
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        return builder.load(builder.inttoptr(args[0], ir.IntType(64).as_pointer()))
+
+    return types.int64(types.int64), codegen
+
+
 @kernel
 def run(x, o, src, ctl, ka, kp, kf, nf, kind):
     """The generated code's call of a loop kernel: ``ctl[ka]`` holds the address of the array
     holding the entry point's address (:func:`entry`)."""
-    _call_address(carray(at(ctl[ka], np.int64), 1)[0], x, o, src, ctl, kp, kf, nf, kind)
+    _call_address(_load(ctl[ka]), x, o, src, ctl, kp, kf, nf, kind)

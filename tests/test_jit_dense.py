@@ -1,0 +1,104 @@
+"""numlite.jit's loop kernels of large float32 FULLY_CONNECTED, SUM/MEAN and ADD/SUB/MUL
+(docs/jit.md, "Compile time of dense and element-wise ops") against LiteRT and the NumPy
+engine, bit for bit against the inlined form they replace, and with ``num_threads=2``.
+
+The kernel test files (tests/test_dense.py, test_reduce.py, test_binary.py) run both engines
+on small tensors, which stay inline. One model here (numlite's writer) holds the large forms,
+each node's output a graph output: FULLY_CONNECTED with and without bias and activation, a
+batch of rows, a ``k`` not a multiple of 4; MEAN and SUM over consecutive
+axes (a global average pool) and over axes that are not (the inline form); ADD, SUB and MUL
+with fused activations, one of them larger than a unit of the parallel form."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from helpers import run_interpreter
+from test_jit import Graphs, _matches_litert_and_numpy, jit_cache, rng_floats  # noqa: F401  (a fixture)
+
+import numlite
+from numlite.model.ir import Options
+
+numba = pytest.importorskip("numba")
+from numlite.jit.kernels import binary, conv, dense, reduce  # noqa: E402  (imports Numba)
+
+NONE, RELU, RELU_N1_TO_1, RELU6 = 0, 1, 2, 3
+LARGE_NODES = 8  # the nodes of dense_model above the kernel thresholds
+
+
+def dense_model() -> tuple[bytes, list[np.ndarray]]:
+    g = Graphs()
+    m = g.subgraph()
+    x = m.input((2, 302))  # k = 302: four products at a time, and 2 more
+    image = m.input((2, 9, 10, 24))  # 4320 values: a global average pool over 9 x 10
+    a, b = m.input((2, 40, 60)), m.input((2, 40, 60))
+    big_a, big_b = m.input((2, 100, 100)), m.input((2, 100, 100))  # 20000 values: two parallel units
+    fc = lambda act: Options("FullyConnectedOptions", fused_activation_function=act)  # noqa: E731
+    # 130 columns; 2 rows: with two threads, two blocks of columns per row (80 and 50)
+    m.op("FULLY_CONNECTED", [x, m.const(rng_floats((130, 302), 1, -0.2, 0.2)), m.const(rng_floats((130,), 2))], (2, 130),
+         options=fc(RELU6))  # fmt: skip
+    m.op("FULLY_CONNECTED", [x, m.const(rng_floats((64, 302), 3, -0.2, 0.2)), -1], (2, 64), options=fc(NONE))
+    reducer = lambda keep: Options("ReducerOptions", keep_dims=keep)  # noqa: E731
+    m.op("MEAN", [image, m.const([-3, -2], np.int32)], (2, 1, 1, 24), options=reducer(True))
+    m.op("SUM", [a, m.const([1], np.int32)], (2, 60), options=reducer(False))
+    m.op("MEAN", [a, m.const([0, 2], np.int32)], (40,), options=reducer(False))  # not one block of axes: inline
+    m.op("ADD", [a, b], (2, 40, 60), options=Options("AddOptions", fused_activation_function=RELU))
+    m.op("SUB", [a, b], (2, 40, 60), options=Options("SubOptions", fused_activation_function=NONE))
+    m.op("MUL", [a, b], (2, 40, 60), options=Options("MulOptions", fused_activation_function=RELU_N1_TO_1))
+    m.op("ADD", [big_a, big_b], (2, 100, 100), options=Options("AddOptions", fused_activation_function=RELU6))
+    inputs = [rng_floats((2, 302), 6), rng_floats((2, 9, 10, 24), 7), rng_floats((2, 40, 60), 8), rng_floats((2, 40, 60), 9),
+              rng_floats((2, 100, 100), 10, -8.0, 8.0), rng_floats((2, 100, 100), 11)]  # fmt: skip
+    return g.bytes(), inputs
+
+
+@pytest.fixture(scope="module")
+def compiled(jit_cache):
+    """The model as loop kernels (one thread; two threads with every kernel node parallel) and
+    with every node inlined (the thresholds out of reach)."""
+    model, inputs = dense_model()
+    result = {}
+    for key, threads in (("kernels", 1), ("parallel", 2), ("inline", 1)):
+        interpreter = numlite.Interpreter(model_content=model, jit=True, num_threads=threads)
+        with pytest.MonkeyPatch.context() as patch:
+            if key == "parallel":
+                patch.setattr(conv, "PARALLEL_MIN_WORK", 0)
+            if key == "inline":
+                patch.setattr(dense, "KERNEL_MIN_WORK", 1 << 62)
+                patch.setattr(reduce, "KERNEL_MIN_SIZE", 1 << 62)
+                patch.setattr(binary, "KERNEL_MIN_SIZE", 1 << 62)
+            interpreter.allocate_tensors()
+        result[key] = interpreter
+    return model, inputs, result
+
+
+def _calls(interpreter) -> int:
+    """How many nodes of the generated function call a loop kernel."""
+    source = interpreter._jit.engines[0].source
+    alias = re.search(r"^(k\d+) = numlite\.jit\.kernels\.loops\.run$", source, re.M)
+    return 0 if alias is None else source.count(f"{alias.group(1)}(")
+
+
+def test_large_nodes_run_as_loop_kernels_and_match_litert(compiled):
+    model, inputs, result = compiled
+    interpreter = result["kernels"]
+    report = interpreter.jit_report()["subgraphs"][0]
+    names = [d["name"] for d in interpreter.get_output_details()]
+    assert report["compiled"] and report["operators"] == len(names), report
+    assert _calls(interpreter) == LARGE_NODES and _calls(result["inline"]) == 0
+    for seed in (0, 1):  # twice: the second invoke reuses the arenas
+        feed = [rng_floats(v.shape, 40 + 7 * seed + k, -3.0, 3.0) for k, v in enumerate(inputs)]
+        _matches_litert_and_numpy(model, run_interpreter(interpreter, feed), feed, names)
+
+
+def test_kernels_equal_the_inlined_form_bit_for_bit(compiled):
+    """The same summation order and float32 operations: the loop kernels (serial and parallel)
+    give exactly the bits of the inlined loops they replace."""
+    model, inputs, result = compiled
+    names = [d["name"] for d in result["kernels"].get_output_details()]
+    expected = run_interpreter(result["inline"], inputs)
+    assert result["parallel"]._jit.engines[0].threads == min(2, numba.config.NUMBA_NUM_THREADS)
+    for key in ("kernels", "parallel"):
+        for got, want, name in zip(run_interpreter(result[key], inputs), expected, names):
+            np.testing.assert_array_equal(got, want, err_msg=f"{name}: {key} against the inlined form")
