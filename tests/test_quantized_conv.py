@@ -1,7 +1,9 @@
 """Quantized convolutions and matrix products against LiteRT, on official-converter models.
 
 Full-integer models (int8, and 16x8: int16 activations with int8 weights) must equal LiteRT's
-reference kernels (BUILTIN_REF) bit for bit and stay within one quantum of its default kernels.
+reference kernels (BUILTIN_REF) bit for bit and stay within one quantum of its default kernels;
+8-bit CONV_2D and DEPTHWISE_CONV_2D equal its builtin kernels instead (without the XNNPACK
+delegate), which round exact halves differently from the reference kernels (tests at the end).
 Dynamic-range (hybrid) models, whose activations are quantized on the fly, are float: they match
 the reference kernels to float32 rounding (atol 1e-5 on outputs of order 10: the same integer dot
 products, scaled and biased in float32; LiteRT's default kernels may add the terms in another
@@ -134,21 +136,35 @@ def integer_inputs(model: bytes, seed: int = 0) -> list[np.ndarray]:
     return values
 
 
-def litert(model: bytes, inputs, reference: bool) -> list[np.ndarray]:
-    kwargs = {"experimental_op_resolver_type": OpResolverType.BUILTIN_REF} if reference else {}
+def litert(model: bytes, inputs, reference: bool | str) -> list[np.ndarray]:
+    """LiteRT's reference kernels (True), its default ones (False) or its builtin kernels
+    without the XNNPACK delegate ("builtin")."""
+    resolver = {True: OpResolverType.BUILTIN_REF, "builtin": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES}
+    kwargs = {"experimental_op_resolver_type": resolver[reference]} if reference else {}
     return run_interpreter(LiteRTInterpreter(model_content=model, **kwargs), inputs)
 
 
+# numlite rounds the exact halves of these ops' 8-bit rescale as LiteRT's builtin kernels, which
+# differ there from its reference kernels (numlite/kernels/quantized_conv.py; the halves tests below)
+HALVES_AS_BUILTIN = ("CONV_2D", "DEPTHWISE_CONV_2D")
+
+
 def check_integer(model: bytes, op: str, dtype, default_bound: int = 1, seeds=(0, 1), float_bound: float = 1e-5) -> None:
-    """``op`` runs on ``dtype`` activations; numlite equals BUILTIN_REF and is within
-    ``default_bound`` quanta (``float_bound`` for float outputs) of LiteRT's default kernels."""
+    """``op`` runs on ``dtype`` activations; numlite equals BUILTIN_REF (8-bit CONV_2D and
+    DEPTHWISE_CONV_2D: LiteRT's builtin kernels, and within one quantum of BUILTIN_REF) and is
+    within ``default_bound`` quanta (``float_bound`` for float outputs) of LiteRT's default kernels."""
     types = op_tensors(model, op)
     assert types[0][0] == np.dtype(dtype) or types[2][0] == np.dtype(dtype), types
     assert types[-1][0] == np.dtype(dtype)
+    builtin = op in HALVES_AS_BUILTIN and np.dtype(dtype) in (np.dtype(np.int8), np.dtype(np.uint8))
     for seed in seeds:
         inputs = integer_inputs(model, seed)
         actual = run_numlite(model, inputs)
-        for a, r, d in zip(actual, litert(model, inputs, True), litert(model, inputs, False)):
+        if builtin:
+            for a, r in zip(actual, litert(model, inputs, True)):
+                assert np.abs(a.astype(np.int64) - r).max() <= 1
+        exact = litert(model, inputs, "builtin" if builtin else True)
+        for a, r, d in zip(actual, exact, litert(model, inputs, False)):
             assert a.dtype == r.dtype
             if a.dtype.kind == "f":  # float32 rounding of the scaled integer sums (see the top)
                 np.testing.assert_allclose(a, r, rtol=1e-5, atol=1e-5)
@@ -391,3 +407,75 @@ def test_int8_input_without_scale_is_refused():
     sg.tensors[node.outputs[0]].quantization = None
     with pytest.raises(numlite.errors.NumliteError, match="FULLY_CONNECTED"):
         run_numlite(numlite.model.write_model(m), integer_inputs(bytes(model)))
+
+
+# ------------------------------------------------------------------------------ rounding of halves
+
+
+def _halves_forms() -> tuple[bytes, list[np.ndarray], list[str]]:
+    """Forms beyond test_jit_quantized's whose sums rescale to exact halves often (rescales of
+    exactly 2**-k: per-tensor weights of scale 0.01, output scale a power of two times the
+    scale product): a grouped int8 CONV_2D, uint8 CONV_2D and DEPTHWISE_CONV_2D (12 channels:
+    one whole 8-channel block and a remainder) and a 20-channel int8 DEPTHWISE_CONV_2D."""
+    from one_op_model import Graph, k, model, out, x
+
+    rng = np.random.default_rng(3)
+    g, names, xs = Graph(), [], 0.05
+    options = {"padding": 0, "stride_h": 1, "stride_w": 1, "fused_activation_function": 0, "dilation_h_factor": 1, "dilation_w_factor": 1}
+
+    def ints(dtype, shape):
+        info = np.iinfo(dtype)
+        return rng.integers(info.min, info.max + 1, shape).astype(dtype)
+
+    def node(name, op, src, weights, w_zp, out_dtype, power, out_zp):
+        channels = weights[0] if op == "CONV_2D" else weights[3]
+        f = g.add(k(ints(out_dtype, weights), (0.01, w_zp)))
+        b = g.add(k(rng.integers(-3000, 3000, channels).astype(np.int32), (xs * 0.01, 0)))
+        o = g.add(out(out_dtype, (xs * 0.01 * 2**power, out_zp), (1, 12, 12, channels)), name)
+        g.op(op, [src, f, b], [o], options if op == "CONV_2D" else {**options, "depth_multiplier": 1})
+        g.output(o)
+        names.append(name)
+
+    t = g.add(x(ints(np.int8, (1, 12, 12, 16)), (xs, -7)), "t")
+    tu = g.add(x(ints(np.uint8, (1, 12, 12, 12)), (xs, 131)), "tu")
+    t20 = g.add(x(ints(np.int8, (1, 12, 12, 20)), (xs, -7)), "t20")
+    node("grouped", "CONV_2D", t, (16, 3, 3, 8), 0, np.int8, 7, -5)  # two groups of 8 channels
+    node("conv_uint8", "CONV_2D", tu, (8, 3, 3, 12), 120, np.uint8, 7, 128)
+    node("depthwise_uint8", "DEPTHWISE_CONV_2D", tu, (1, 3, 3, 12), 120, np.uint8, 5, 128)
+    node("depthwise_20", "DEPTHWISE_CONV_2D", t20, (1, 3, 3, 20), 0, np.int8, 5, -5)
+    data, feeds = model(g)
+    return data, feeds, names
+
+
+@pytest.fixture(scope="module")
+def halves_models():
+    """test_jit_quantized's int8 (and uint8) convolution forms, with its exact-halves ones, and
+    the forms above."""
+    from test_jit_quantized import conv_forms
+
+    data, feeds, names = conv_forms()
+    convs = [n for n in names if "pool" not in n and "split" not in n]
+    return [(data, feeds, convs), _halves_forms()]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_8bit_convolutions_round_halves_as_litert_builtin_kernels(halves_models, seed):
+    """CONV_2D and DEPTHWISE_CONV_2D bit-exact with LiteRT's builtin kernels (without the XNNPACK
+    delegate), which round exact halves at the rescale's right shift up in ungrouped CONV_2D and
+    in int8 DEPTHWISE_CONV_2D's whole 8-channel blocks, away from zero elsewhere; the forms have
+    such halves (checked: LiteRT's reference kernels, rounding them all away from zero, differ)."""
+    from helpers import litert_interpreter
+    from test_jit_quantized import run
+
+    differing = 0
+    for data, feeds, names in halves_models:
+        rng = np.random.default_rng(seed)
+        fresh = [rng.integers(np.iinfo(f.dtype).min, np.iinfo(f.dtype).max + 1, f.shape).astype(f.dtype) for f in feeds]
+        builtin = run(litert_interpreter(data, builtin_only=True), fresh)
+        reference = run(LiteRTInterpreter(model_content=data, experimental_op_resolver_type=OpResolverType.BUILTIN_REF), fresh)
+        ours = run(numlite.Interpreter(model_content=data), fresh)
+        for name in names:
+            assert ours[name].dtype == builtin[name].dtype, name
+            np.testing.assert_array_equal(ours[name], builtin[name], err_msg=name)
+            differing += int(np.count_nonzero(builtin[name] != reference[name]))
+    assert differing > 0  # the forms do tell the two roundings apart

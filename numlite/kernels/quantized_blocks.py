@@ -75,6 +75,9 @@ class Requantizer:
     to 16 bits) or ``"real"`` (FULLY_CONNECTED: ``round(acc * real)`` in double, see
     quantized_conv). Per-tensor parameters are kept as scalars (cheaper than broadcasting).
     ``wrap``: whether the 8-bit accumulator may leave int32 (then it wraps, as C++ does).
+    ``halves_up`` (``"fixed"`` mode; one bool, or one per channel): the channels whose exact
+    halves at the right shift round up, ``(v + 2**(e-1)) >> e``, as LiteRT's builtin CONV_2D
+    and DEPTHWISE_CONV_2D do; the others round them away from zero (gemmlowp).
     """
 
     def __init__(
@@ -86,6 +89,7 @@ class Requantizer:
         out_zp: int,
         act_range: tuple[int, int],
         wrap: bool = True,
+        halves_up: bool | np.ndarray = False,
     ) -> None:
         self.mode, self.wrap = mode, wrap
         self.out_zp = int(out_zp)
@@ -96,6 +100,7 @@ class Requantizer:
         self.zp_folded = False
         m = np.asarray(multiplier, np.int64).reshape(-1)
         s = np.asarray(shift, np.int64).reshape(-1)
+        up = np.asarray(halves_up, bool).reshape(-1)
         self.real = _scalar_or(np.asarray(real, np.float64).reshape(-1))
         if mode == "wide":
             reduced = np.where(m < 0x7FFF0000, (m + (1 << 15)) >> 16, np.int64(0x7FFF))
@@ -113,9 +118,11 @@ class Requantizer:
             self.multiplier = _scalar_or(m)
             self.round = _scalar_or(np.int64(1) << (total - 1))
             self.right = _scalar_or(total)
-        elif mode == "fixed" and np.all(s <= -1) and np.all(m > 1 << 30):
+        elif mode == "fixed" and np.all(s <= -1) and np.all((m > 1 << 30) | up):
             self.mode = "fused"  # the usual case: one rounding shift (see _fused)
             self.multiplier = _scalar_or(m)
+            # the sign term of gemmlowp's rounding, on the channels rounding halves away from zero
+            self.sign_fix = _scalar_or(np.where(up, np.int64(0), SIGN_FIX))
             total = 31 - s
             rounding = (np.int64(1) << 30) + (np.int64(1) << (total - 1))
             # The output zero point joins the rounding constant (exact: a multiple of the
@@ -130,7 +137,9 @@ class Requantizer:
             self.left = _scalar_or(left) if np.any(left > 0) else None
             self.multiplier = _scalar_or(m)
             self.any_right = bool(np.any(right > 0))
-            self.mask = None if np.all(right > 0) else _scalar_or(np.where(right > 0, np.int64(-1), np.int64(0)))
+            away = np.broadcast_to((right > 0) & ~up, np.broadcast_shapes(right.shape, up.shape))
+            self.any_away = bool(np.any(away))
+            self.mask = None if np.all(away) else _scalar_or(np.where(away, np.int64(-1), np.int64(0)))
             self.half = _scalar_or(np.where(right > 0, np.int64(1) << np.maximum(right - 1, 0), np.int64(0)))
             self.right = _scalar_or(right)
 
@@ -139,7 +148,7 @@ class Requantizer:
         per-channel vectors repeated, so that NumPy's inner loops run over whole rows instead of
         ``C`` values at a time (slow when ``C`` is small)."""
         other = copy.copy(self)
-        for name in ("multiplier", "shift", "round", "right", "left", "mask", "half", "real"):
+        for name in ("multiplier", "shift", "round", "right", "left", "mask", "half", "real", "sign_fix"):
             value = getattr(self, name, None)
             if isinstance(value, np.ndarray):
                 setattr(other, name, np.tile(value, times))
@@ -213,12 +222,18 @@ class Requantizer:
         2**30`` and ``c = 2**(e-1) - (v < 0)`` (``v`` the high product) both steps are
         ``(x * m + 2**30 + 2**(30+e) - (v < 0) * 2**31) >> (31 + e)``; and ``v < 0`` iff ``x * m <
         -2**30`` iff ``x < 0`` when ``m > 2**30``. Every term stays below ``2**63``. For an int32
-        ``x`` held in int64, ``x & -2**31`` is that ``-(x < 0) * 2**31`` in one pass."""
+        ``x`` held in int64, ``x & -2**31`` is that ``-(x < 0) * 2**31`` in one pass
+        (``sign_fix``, per channel). Channels rounding halves up (``halves_up``) have ``c =
+        2**(e-1)``: no sign term (``sign_fix`` 0; when no channel has one the pass is skipped),
+        and any multiplier."""
         if self.wrap:
             _wrap32(t)
-        np.bitwise_and(t, SIGN_FIX, out=tmp)
+        away = not (np.ndim(self.sign_fix) == 0 and self.sign_fix == 0)
+        if away:
+            np.bitwise_and(t, self.sign_fix, out=tmp)
         np.multiply(t, self.multiplier, out=t)
-        np.add(t, tmp, out=t)
+        if away:
+            np.add(t, tmp, out=t)
         np.add(t, self.round, out=t)
         np.right_shift(t, self.right, out=t)
 
@@ -231,7 +246,8 @@ class Requantizer:
           ``floor((a * m + 1 - 2**30 + 2**31 - 1) / 2**31)``: the same expression. It saturates
           only for ``a == m == INT32_MIN``, and a multiplier is never negative.
         * RoundingDivideByPOT(v, e) (halves away from zero) = ``(v + 2**(e-1) - (v < 0)) >> e``
-          for ``e >= 1``; ``v >> 63`` is that ``-(v < 0)``.
+          for ``e >= 1``; ``v >> 63`` is that ``-(v < 0)``; on the ``halves_up`` channels
+          ``(v + 2**(e-1)) >> e`` (LiteRT's builtin convolutions, see quantized_conv).
         """
         if self.wrap:
             _wrap32(t)
@@ -242,10 +258,11 @@ class Requantizer:
         np.add(t, 1 << 30, out=t)
         np.right_shift(t, 31, out=t)
         if self.any_right:
-            np.right_shift(t, 63, out=tmp)
-            if self.mask is not None:
-                np.bitwise_and(tmp, self.mask, out=tmp)
-            np.add(t, tmp, out=t)
+            if self.any_away:
+                np.right_shift(t, 63, out=tmp)
+                if self.mask is not None:
+                    np.bitwise_and(tmp, self.mask, out=tmp)
+                np.add(t, tmp, out=t)
             np.add(t, self.half, out=t)
             np.right_shift(t, self.right, out=t)
 

@@ -20,6 +20,17 @@ point, whose products that offset cancels, as LiteRT skips those points). CONV_2
 DEPTHWISE_CONV_2D run in blocks of output rows shared among threads, each block requantized in
 place (LiteRT's MultiplyByQuantizedMultiplier in int64 closed forms) while in cache; the 8-bit
 accumulator is wrapped to int32 as C++ does unless prepare proves it never leaves that range.
+
+Rounding of exact halves in 8-bit CONV_2D and DEPTHWISE_CONV_2D: as ai-edge-litert's builtin
+kernels (the interpreter without its XNNPACK delegate), not its reference kernels (BUILTIN_REF),
+which round every half away from zero (gemmlowp's RoundingDivideByPOT). Measured
+(tests/test_quantized_conv.py, forms with many exact halves): the builtin ungrouped CONV_2D
+(int8 and uint8) rounds halves at the final right shift up, ``(v + 2**(e-1)) >> e``; the int8
+DEPTHWISE_CONV_2D does so on the channels of whole 8-channel blocks and rounds the remaining
+``C % 8`` away from zero (its scalar remainder loop); the grouped CONV_2D and the uint8
+DEPTHWISE_CONV_2D round all away from zero (``halves_up`` of each kernel). uint8 convolutions
+rescale by the float32 product of the scales (LiteRT's legacy multiplier, which
+PopulateConvolutionQuantizationParams keeps for uint8).
 Grouped convolutions, TRANSPOSE_CONV and BATCH_MATMUL keep one whole matmul (centered operands).
 
 FULLY_CONNECTED rescales differently from the others in ai-edge-litert 2.3's reference kernels:
@@ -151,6 +162,7 @@ class QuantizedKernel(Kernel):
         FULLY_CONNECTED and BATCH_MATMUL); otherwise everything is in double
         (PopulateConvolutionQuantizationParams).
         """
+        self.in_dtype = x.dtype
         x_scale, x_zp = _params(x)
         w_scale, w_zp = _params(w)
         o_scale, o_zp = _params(out)
@@ -178,7 +190,14 @@ class QuantizedKernel(Kernel):
         """The output stage; ``wrap`` False once prepare proved the 8-bit accumulator (bias
         included) never leaves int32."""
         mode = self.requant_mode if self.requant_mode == "real" else ("wide" if self.wide else "fixed")
-        return Requantizer(mode, self.multiplier, self.shift, self.real, self.out_zp, (self.act_min, self.act_max), wrap)
+        up = self.halves_up(len(self.real))
+        return Requantizer(mode, self.multiplier, self.shift, self.real, self.out_zp, (self.act_min, self.act_max), wrap, up)
+
+    def halves_up(self, channels: int) -> bool | np.ndarray:
+        """Which output channels round exact halves up at the 8-bit rescale's right shift
+        (False: all away from zero, gemmlowp's RoundingDivideByPOT; the kernels whose LiteRT
+        builtin counterparts round them up override this, see docs/operators.md)."""
+        return False
 
     def input_deviation(self) -> int:
         """The largest ``|x - x_zp|`` of the input's dtype."""
@@ -260,8 +279,12 @@ class _QuantizedWindowConv(ScratchUser, QuantizedKernel):
         out = self.output_info()
         self.check_types(x, w, bias, out)
         _expect_rank(self, w, 4, "filter")
-        self.set_requantization(x, w, out, w.shape[self.channel_axis])
+        # uint8: LiteRT's PopulateConvolutionQuantizationParams overwrites the per-channel
+        # multiplier with the legacy one of the float32 scale product (measured: off by one
+        # quantum on exact halves otherwise)
+        self.set_requantization(x, w, out, w.shape[self.channel_axis], float_product=x.dtype == UINT8)
         shape = self.plan(x, w, bias)
+        self.requantizer = self.make_requantizer(wrap=True)  # again: its rounding may depend on the plan (groups)
         self.offset = None
         if self.fast:
             self.row_pixels = shape[2]  # the requantizer works on whole output rows
@@ -329,6 +352,11 @@ class QuantizedConv2D(_QuantizedWindowConv):
     convolution is one exact float64 im2col matmul per group."""
 
     channel_axis = 0
+
+    def halves_up(self, channels: int) -> bool:
+        """Every channel of an ungrouped int8 or uint8 convolution: LiteRT's builtin CONV_2D
+        rounds their halves up (measured); its grouped one away from zero."""
+        return self.in_dtype in (INT8, UINT8) and getattr(self, "groups", 1) == 1
 
     def plan(self, x: TensorInfo, w: TensorInfo, bias: TensorInfo | None) -> tuple[int, ...]:
         self.groups = conv_groups(self, x, w, bias)
@@ -449,6 +477,12 @@ class QuantizedDepthwiseConv2D(_QuantizedWindowConv):
     view per filter tap and are requantized while in cache."""
 
     channel_axis = 3
+
+    def halves_up(self, channels: int) -> bool | np.ndarray:
+        """int8: the channels of whole 8-channel blocks (LiteRT's builtin DEPTHWISE_CONV_2D
+        rescales them with its vector code, halves up); the rest as its scalar remainder loop,
+        gemmlowp's halves away from zero. uint8: every channel away from zero (measured)."""
+        return self.in_dtype == INT8 and np.arange(channels) < channels // 8 * 8
 
     def plan(self, x: TensorInfo, w: TensorInfo, bias: TensorInfo | None) -> tuple[int, ...]:
         self.multiplier_c = depthwise_multiplier(self, x, w, bias)

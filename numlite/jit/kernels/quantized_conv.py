@@ -18,9 +18,9 @@ with their parallel twins for ``num_threads``) on exact integers:
    ``sum (x - x_zp) * (w - w_zp)``, exactly;
 4. one pass adds the int32 bias (wrapping as C++'s int32 does), rescales each channel by its
    fixed-point multiplier and shift (the NumPy kernel's, per channel or per tensor) with the
-   rounding LiteRT's kernels use (:func:`rescale`: halves up at the shift, where numlite's NumPy
-   kernels round them away from zero, see there; DEPTHWISE_CONV_2D's channels past the last
-   whole 8-channel block as gemmlowp, away from zero, as LiteRT's scalar remainder loop does),
+   rounding LiteRT's builtin kernels use (:func:`rescale`: halves up at the shift, as the NumPy
+   kernels' ``halves_up`` channels; DEPTHWISE_CONV_2D's channels past the last whole 8-channel
+   block, grouped CONV_2D and uint8 DEPTHWISE_CONV_2D as gemmlowp, away from zero),
    adds the output zero point and clamps to the fused activation's ``[act_min, act_max]``.
 
 Why float32 and not int8 x int8 -> int32 lanes: the float tile (8-lane FMAs, 30-42 GMAC/s on one
@@ -157,12 +157,12 @@ def emit_conv(node: Any, g: Any) -> None:
     shifts = np.broadcast_to(np.asarray(k.shift, np.int64), (channels,))
     tail = f"{out.name}, {out.size // channels}, {channels}"
     clamp = f"{int(k.out_zp)}, {int(k.act_min)}, {int(k.act_max)})"
-    # LiteRT's DEPTHWISE_CONV_2D rescales the channels of whole 8-channel blocks with its SIMD
-    # code (halves up) and the rest with the scalar MultiplyByQuantizedMultiplier (gemmlowp:
-    # halves away from zero); measured on 12 and 19 channels (channel 8, channel 16 differ)
-    away = channels // 8 * 8 if depthwise else channels
+    # The channels whose halves LiteRT rounds up come first, the rest away from zero: the NumPy
+    # kernel's rule (halves_up: int8 DEPTHWISE_CONV_2D's whole 8-channel blocks, every channel of
+    # an ungrouped CONV_2D; none of a grouped CONV_2D or a uint8 DEPTHWISE_CONV_2D)
+    away = int(np.count_nonzero(np.broadcast_to(k.halves_up(channels), (channels,))))
     start = 0
-    if np.all(shifts <= 0) and np.all(shifts >= -31):  # (every term of the one rounding below 2**63)
+    if away and np.all(shifts <= 0) and np.all(shifts >= -31):  # (every term of the one rounding below 2**63)
         right = 31 - shifts
         # (no second rounding at a shift of 0: 2**(30 + r) is then not part of it)
         rounding = (np.int64(1) << 30) + np.where(shifts < 0, np.int64(1) << (right - 1), 0)
