@@ -110,9 +110,9 @@ def emit_binary(node, g) -> None:
 
 @kernel
 def floor_div(x, y):
-    """Integer floored division as np.floor_divide computes it: 0 for a zero divisor (the NumPy
-    engine gives 0 there too, without an error), and the wrapped quotient of the smallest
-    integer by -1 (where LLVM's division would trap)."""
+    """Integer floored division as np.floor_divide computes it, with the wrapped quotient of the
+    smallest integer by -1 (where LLVM's division would trap). A zero divisor never reaches it
+    (integer FLOOR_DIV compiles only with a constant divisor without zeros); 0 keeps it total."""
     if y == 0:
         return 0
     if y == -1:
