@@ -260,17 +260,29 @@ def test_structure_matches_official(name: str, io_type: Any, ops: Any) -> None:
 @pytest.mark.parametrize("name, io_type, ops", CASES, ids=IDS)
 def test_runs_in_numlite_as_in_litert_reference(name: str, io_type: Any, ops: Any,
                                                 request: pytest.FixtureRequest) -> None:
-    """numlite's interpreter gives LiteRT's reference kernels' results bit for bit."""
+    """numlite's interpreter gives LiteRT's reference kernels' results bit for bit; an 8-bit
+    model with convolutions, its builtin kernels' (without the XNNPACK delegate): numlite's
+    8-bit CONV_2D and DEPTHWISE_CONV_2D round exact halves as those do, not as the reference
+    kernels (see tests/test_quantized_models.py). There, float outputs are compared at 1e-5:
+    LiteRT's builtin DEQUANTIZE forms the float product its own way (last bits), while a
+    quantum of these outputs is about 4e-3, so an integer that differs still fails."""
     missing = _needs_missing_kernels(name, io_type, ops)
     if missing:
         request.applymarker(pytest.mark.xfail(strict=True, reason=f"numlite has no integer kernel for {missing}"))
     model = _quantize(numlite.TFLiteConverter, name, io_type, ops)
+    m = read_model(model)
+    convolutions = any(m.op_name(op) in ("CONV_2D", "DEPTHWISE_CONV_2D") for _, _, op in m.iter_operators())
+    builtin = convolutions and ops is not INT16X8
+    resolver = OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES if builtin else OpResolverType.BUILTIN_REF
     for x in _samples(_function(name)[2], 2, seed=7):
-        expected = _feed(litert_interpreter(model, experimental_op_resolver_type=OpResolverType.BUILTIN_REF), x)
+        expected = _feed(litert_interpreter(model, experimental_op_resolver_type=resolver), x)
         actual = _feed(numlite.Interpreter(model_content=model), x)
         for a, e in zip(actual, expected):
             assert a.dtype == e.dtype
-            np.testing.assert_array_equal(a, e)
+            if builtin and a.dtype.kind == "f":
+                np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-5)
+            else:
+                np.testing.assert_array_equal(a, e)
 
 
 def _quantized_tensors(model: bytes) -> list[tuple]:
