@@ -236,24 +236,24 @@ class CompiledModel:
             _notify("ran compiled", self.interpreter._jit, self.root)
         if self.copies is not None:
             self._run_copying()
-        elif self.dynamic_outputs:
+        else:
+            self._run_arenas()
+
+    def _run_arenas(self) -> None:
+        if self.dynamic_outputs:
             self._run_dynamic()
         elif self._state_bound() and self._call():
             raise self._error()
 
     def _run_copying(self) -> None:
         """:meth:`run` of ``"auto"``, whose interpreter kept its own arrays (see :meth:`_keep_arrays`)."""
-        copies = self.copies
         if not self._state_bound():
             return  # it ran on NumPy, on the interpreter's arrays
-        for array, view in copies[0]:
+        copy_in, copy_out = self.copies
+        for array, view in copy_in:
             np.copyto(view, array)
-        self.copies = None
-        try:
-            self.run()
-        finally:
-            self.copies = copies
-        for array, view in copies[1]:
+        self._run_arenas()
+        for array, view in copy_out:
             np.copyto(array, view)
 
     def _run_dynamic(self) -> None:
@@ -403,6 +403,10 @@ class JitManager:
             self.looked_up[sg.index] = shapes
             self._start_background(sg.index, generate_there=True)
 
+    def current_epoch(self, root: int, epoch: int) -> bool:
+        """Whether the background work started at ``epoch`` for ``root`` is still wanted (see :meth:`abandon`)."""
+        return self._epoch.get(root, 0) == epoch
+
     def abandon(self, root: int) -> None:
         """Forget the background compile of ``root``, killing its child process."""
         self._epoch[root] = self._epoch.get(root, 0) + 1
@@ -460,7 +464,7 @@ class JitManager:
         except Exception as e:  # a kernel that does not type: a bug of numlite.jit, not the model's
             self._failed(built.root, f"compiling failed ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
             return
-        if epoch is not None and self._epoch.get(built.root, 0) != epoch:
+        if epoch is not None and not self.current_epoch(built.root, epoch):
             return  # abandoned meanwhile (re-allocated for other shapes)
         self.reasons.pop(built.root, None)
         self.engines[built.root] = built  # invoke checks, in the interpreter's thread, that it is current
@@ -616,7 +620,7 @@ def _compile_in_child(ref: "weakref.ref[JitManager]", root: int, epoch: int) -> 
     try:
         manager = ref()
         built = manager.building.get(root) if manager is not None else None
-        if manager is None or built is None or manager._epoch.get(root, 0) != epoch:
+        if manager is None or built is None or not manager.current_epoch(root, epoch):
             return
         path, dtypes = cache.write_module(built.source), built.arenas.dtypes
         del manager, built  # no strong reference while waiting: the interpreter may be collected
@@ -625,19 +629,19 @@ def _compile_in_child(ref: "weakref.ref[JitManager]", root: int, epoch: int) -> 
         child = compile_once(path, dtypes)  # a child is killed at once when this process exits
         manager = ref()
         if child is None:  # compiled by another process: loaded here
-            if manager is not None and manager._epoch.get(root, 0) == epoch:
+            if manager is not None and manager.current_epoch(root, epoch):
                 manager._compile(manager.building.pop(root), compiled_in_child=True, epoch=epoch)
             return
         if manager is None:
             child.kill()
             return
         manager.children[root] = child
-        if manager._epoch.get(root, 0) != epoch:  # abandoned while it started (see abandon)
+        if not manager.current_epoch(root, epoch):  # abandoned while it started (see abandon)
             child.kill()
         del manager
         why = child.wait()
         manager = ref()
-        if manager is None or manager._epoch.get(root, 0) != epoch or child.killed:
+        if manager is None or not manager.current_epoch(root, epoch) or child.killed:
             return  # collected, re-allocated, or the process is exiting: nothing to report
         manager.children.pop(root, None)
         built = manager.building.pop(root)

@@ -10,8 +10,8 @@ import math
 import numpy as np
 
 from numlite.jit.kernels import emits
-from numlite.jit.kernels.common import each, index, kernel, max_nan, require, same_dtypes
-from numlite.jit.kernels.conv import body, call
+from numlite.jit.kernels.common import body, each, index, kernel, max_nan, require, same_dtypes
+from numlite.jit.kernels.conv import call
 from numlite.jit.kernels.unary import emit_unary
 
 F32 = (np.dtype(np.float32),)

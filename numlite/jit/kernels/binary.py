@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from numba import njit
-
 from numlite.jit.kernels import emits
-from numlite.jit.kernels.common import clip, each, index, kernel, require, same_dtypes
+from numlite.jit.kernels.common import body, clip, each, index, kernel, require, same_dtypes
 
 FLOAT = (np.dtype(np.float32),)
 NUMBERS = (np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.int64))
@@ -55,17 +53,15 @@ KIND = 12  # the loop kernel kind (numlite.jit.kernels.loops)
 KERNEL_MIN_SIZE = 1 << 12  # elements; smaller nodes stay inline
 BLOCK = 1 << 14  # elements per unit of the parallel form
 OPS = {"ADD": 0, "SUB": 1, "MUL": 2}  # the kernel's op codes
-# conv.body, which this module cannot import (conv imports activation_range from here)
-_body = njit(cache=True, nogil=True, error_model="numpy")
 
 
-@_body
+@body
 def binary_setup(x, o, src, f, p):
     """The number of units: blocks of BLOCK elements. ``p``: size, op, act."""
     return (p[0] + BLOCK - 1) // BLOCK
 
 
-@_body
+@body
 def binary_units(x, o, src, f, p, u0, u1):
     """Elements ``[u0 * BLOCK, u1 * BLOCK)`` of ``o = x op src``, clamped to ``f[0], f[1]`` when
     ``p[2]`` (as :func:`each` clamps)."""

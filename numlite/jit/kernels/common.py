@@ -46,6 +46,14 @@ def kernel(fn):
     return njit(inline="always", error_model="numpy")(fn)
 
 
+def body(fn):
+    """A part of a loop kernel (see :mod:`numlite.jit.kernels.loops`), or a kernel called as a
+    function of its own: compiled once, on its own, cached on disk. ``error_model="numpy"``: no
+    exception paths in the loops (divisors are checked at generation), which would compile
+    string formatting."""
+    return njit(cache=True, nogil=True, error_model="numpy")(fn)
+
+
 CTL_SIZE = 8
 FLUSH = 7  # the ctl slot of the flush-to-zero flag
 GATHER_INDEX = 1

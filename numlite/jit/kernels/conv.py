@@ -41,7 +41,7 @@ from numba import njit
 
 from numlite.jit.kernels import emits
 from numlite.jit.kernels.binary import activation_range
-from numlite.jit.kernels.common import require
+from numlite.jit.kernels.common import body, require
 from numlite.jit.kernels.simd import clamp, fma, load, load_n, splat, store, store_n
 
 F32 = np.dtype(np.float32)
@@ -49,13 +49,6 @@ KIND_CONV, KIND_DEPTHWISE = 0, 1  # loop kernel kinds (numlite.jit.kernels.loops
 BLOCK = 16  # output channels per register block of CONV_2D (two vectors of 8)
 TILE = 4  # output pixels per CONV_2D tile
 LANES = 8
-
-
-def body(fn: Any) -> Any:
-    """A part of a loop kernel (see :mod:`numlite.jit.kernels.loops`): compiled once, on its
-    own, cached on disk. ``error_model="numpy"``: no exception paths in the loops (divisors
-    are checked at generation), which would compile string formatting."""
-    return njit(cache=True, nogil=True, error_model="numpy")(fn)
 
 
 # A node parallelizes only with at least this many multiply-adds (or values read): a parallel

@@ -19,8 +19,8 @@ import numpy as np
 
 from numlite.jit.kernels import conv, emits
 from numlite.jit.kernels.binary import activation_range
-from numlite.jit.kernels.common import clip, each, kernel, require
-from numlite.jit.kernels.conv import body, call
+from numlite.jit.kernels.common import body, clip, each, kernel, require
+from numlite.jit.kernels.conv import call
 
 F32 = np.dtype(np.float32)
 KIND = 10  # the loop kernel kind (numlite.jit.kernels.loops)

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 
 from numlite.jit.kernels import emits
-from numlite.jit.kernels.common import require, take
-from numlite.jit.kernels.conv import body, call
+from numlite.jit.kernels.common import body, require, take
+from numlite.jit.kernels.conv import call
 
 F32 = np.dtype(np.float32)
 

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from numlite.jit.kernels import emits
-from numlite.jit.kernels.common import require
-from numlite.jit.kernels.conv import LANES, body, call, clamp_range, geometry
+from numlite.jit.kernels.common import body, require
+from numlite.jit.kernels.conv import LANES, call, clamp_range, geometry
 from numlite.jit.kernels.simd import add, clamp, div, fill, load, load_n, store, store_n, vmax
 
 F32 = np.dtype(np.float32)

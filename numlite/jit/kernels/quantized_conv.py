@@ -49,7 +49,7 @@ import numpy as np
 from numba import njit
 
 from numlite.jit.kernels import emits
-from numlite.jit.kernels.common import require
+from numlite.jit.kernels.common import body, require
 from numlite.jit.kernels.conv import conv_node, depthwise_node, geometry
 from numlite.jit.kernels.quantized import multiply_by_quantized_multiplier
 
@@ -58,7 +58,7 @@ F32 = np.dtype(np.float32)
 FLOAT32_EXACT = 1 << 24  # every integer up to this magnitude is a float32
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@body
 def center(x, xf, zero):
     """``xf = x - zero`` as float32 (exact; float32 arithmetic, so that LLVM vectorizes it: an
     int64 to float32 conversion has no AVX2 instruction, and took 1.7 ns an element)."""
@@ -73,10 +73,10 @@ def rescale(x, multiplier, shift):
     builtin kernels of ai-edge-litert, measured): the rounding doubling high multiply
     ``(x * m + 2**30) >> 31``, then a rounding right shift by ``-shift`` that rounds halves UP
     (``(v + 2**(r - 1)) >> r``), not away from zero as gemmlowp's RoundingDivideByPOT (and
-    :func:`numlite.jit.kernels.quantized.multiply_by_quantized_multiplier`, numlite's NumPy
-    kernels) do: on ``tests/test_jit_quantized.py``'s forms and MobileNetV2 the two differ on
-    0.1-0.7% of the outputs, the negative ones at exactly half, and LiteRT gives the halves-up
-    value every time. ``x`` in int64, wrapped to int32 first (C++'s int32 arithmetic)."""
+    :func:`numlite.jit.kernels.quantized.multiply_by_quantized_multiplier`) does: on
+    ``tests/test_jit_quantized.py``'s forms and MobileNetV2 the two differ on 0.1-0.7% of the
+    outputs, the negative ones at exactly half, and LiteRT gives the halves-up value every time
+    (the NumPy kernels' ``halves_up`` channels round the same way). ``x`` in int64, wrapped to int32 first (C++'s int32 arithmetic)."""
     a = np.int64(np.int32(np.int64(np.int32(x)) << (shift if shift > 0 else 0)))
     v = (a * multiplier + (1 << 30)) >> 31
     if shift < 0:
@@ -84,7 +84,7 @@ def rescale(x, multiplier, shift):
     return v
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@body
 def requantize_channels(acc, p, o, pixels, channels, start, away, zero, low, high):
     """``o[m, c] = clamp(rescale(int32(acc[m, c] + bias[c]), mult[c], shift[c]) + zero, low, high)``
     for the channels ``c`` from ``start``, rounded as :func:`rescale` below channel ``away``
@@ -101,7 +101,7 @@ def requantize_channels(acc, p, o, pixels, channels, start, away, zero, low, hig
             o[q + c] = low if v < low else (high if v > high else v)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@body
 def requantize_halves_up(acc, bias, mult, rounding, right, o, pixels, channels, zero, low, high):
     """:func:`requantize_channels` for channels whose shifts are all at most 0, in one rounding:
     ``(a * m + 2**30 + 2**(30 + r)) >> (31 + r)`` equals the two roundings of :func:`rescale`
@@ -178,7 +178,7 @@ def emit_conv(node: Any, g: Any) -> None:
 # -- pools ------------------------------------------------------------------------------------------
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@body
 def pool_int(x, o, acc, n, h, w, c, oh, ow, fh, fw, sh, sw, top, left, average, low, high):
     """Integer MAX_POOL_2D / AVERAGE_POOL_2D over NHWC (``acc``: ``c`` int32 of working memory)."""
     for b in range(n):

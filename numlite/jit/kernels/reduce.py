@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from numlite.jit.kernels import emits
-from numlite.jit.kernels.common import each, kernel, require
-from numlite.jit.kernels.conv import body, call
+from numlite.jit.kernels.common import body, each, kernel, require
+from numlite.jit.kernels.conv import call
 
 F32 = np.dtype(np.float32)
 KIND = 11  # the loop kernel kind (numlite.jit.kernels.loops)

@@ -18,10 +18,9 @@ approximations of :mod:`numlite.jit.kernels.transcendental`.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from numlite.jit.kernels import emits
-from numlite.jit.kernels.common import clip, kernel, require
+from numlite.jit.kernels.common import body, clip, kernel, require
 from numlite.jit.kernels.transcendental import sigmoid32, tanh32
 
 F = np.float32
@@ -66,7 +65,7 @@ def _layer_norm(g, start, n, coefficients, bias):
         g[start + j] = (g[start + j] - mean) * scale * coefficients[start + j] + bias[start + j]
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@body
 def lstm_sequence(x, wx, wh, bias, peep, norm, proj, proj_bias, h, c, out, gates, hidden, dims, flags, clips):
     """The whole sequence; ``h`` and ``c`` hold the state before and after. ``gates`` is
     scratch of one step's stacked gates of one batch row, ``hidden`` of its output before
