@@ -12,6 +12,7 @@ with fused activations, one of them larger than a unit of the parallel form."""
 from __future__ import annotations
 
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -62,6 +63,7 @@ def compiled(jit_cache):
     for key, threads in (("kernels", 1), ("parallel", 2), ("inline", 1)):
         interpreter = numlite.Interpreter(model_content=model, jit=True, num_threads=threads)
         with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(dense, "BLAS_MIN_ROWS", 1 << 62)  # the loop kernels here (BLAS: the test below)
             if key == "parallel":
                 patch.setattr(conv, "PARALLEL_MIN_WORK", 0)
             if key == "inline":
@@ -102,3 +104,66 @@ def test_kernels_equal_the_inlined_form_bit_for_bit(compiled):
     for key in ("kernels", "parallel"):
         for got, want, name in zip(run_interpreter(result[key], inputs), expected, names):
             np.testing.assert_array_equal(got, want, err_msg=f"{name}: {key} against the inlined form")
+
+
+def blas_model() -> tuple[bytes, list[np.ndarray]]:
+    """Products of many rows, each of at least dense.BLAS_MIN_WORK multiply-adds: [64, 96] by
+    [80, 96] with bias and RELU6, [5, 400] by [40, 400] without bias; and two BATCH_MATMULs."""
+    g = Graphs()
+    m = g.subgraph()
+    x, y = m.input((64, 96)), m.input((5, 400))
+    fc = lambda act: Options("FullyConnectedOptions", fused_activation_function=act)  # noqa: E731
+    m.op("FULLY_CONNECTED", [x, m.const(rng_floats((80, 96), 12, -0.3, 0.3)), m.const(rng_floats((80,), 13))], (64, 80),
+         options=fc(RELU6))  # fmt: skip
+    m.op("FULLY_CONNECTED", [y, m.const(rng_floats((40, 400), 14, -0.2, 0.2)), -1], (5, 40), options=fc(NONE))
+    # BATCH_MATMUL: [3, 16, 24] by a broadcast [1, 24, 20]; both adjoints, [2, 24, 16] by [2, 20, 24]
+    a, b = m.input((3, 16, 24)), m.input((1, 24, 20))
+    m.op("BATCH_MATMUL", [a, b], (3, 16, 20), options=Options("BatchMatMulOptions", adj_x=False, adj_y=False))
+    c, d = m.input((2, 24, 16)), m.input((2, 20, 24))
+    m.op("BATCH_MATMUL", [c, d], (2, 16, 20), options=Options("BatchMatMulOptions", adj_x=True, adj_y=True))
+    shapes = [(64, 96), (5, 400), (3, 16, 24), (1, 24, 20), (2, 24, 16), (2, 20, 24)]
+    return g.bytes(), [rng_floats(shape, 15 + k) for k, shape in enumerate(shapes)]
+
+
+def test_products_of_many_rows_run_in_numpys_blas(jit_cache, monkeypatch):
+    """FULLY_CONNECTED of at least dense.BLAS_MIN_ROWS rows calls the sgemm of NumPy's own BLAS
+    on the NumPy kernel's transposed weights, read in place, and BATCH_MATMUL one sgemm per
+    batch (broadcast, adjoints as transpose flags): LiteRT's results within 1e-5, and
+    at one thread the NumPy engine's bits (the same library call on the same operands).
+    ``num_threads`` sizes BLAS's pool around the compiled call, as around a NumPy invoke.
+    Without a BLAS found, the loop kernel runs instead."""
+    from numlite.interpreter import threads as blas_threads
+    from numlite.jit.kernels import blas
+
+    if blas.sgemm_address() is None:  # NumPy's Linux wheels bundle OpenBLAS; macOS's may use Accelerate
+        message = "no OpenBLAS sgemm found in NumPy's BLAS: the compiled engine's BLAS path cannot run here"
+        pytest.fail(message) if sys.platform == "linux" else pytest.skip(message)
+    model, inputs = blas_model()
+    entered = []
+    enter = blas_threads.BlasThreads.__enter__
+    monkeypatch.setattr(blas_threads.BlasThreads, "__enter__", lambda self: entered.append(self.n) or enter(self))
+    for threads in (1, 2):
+        interpreter = numlite.Interpreter(model_content=model, jit=True, num_threads=threads)
+        interpreter.allocate_tensors()
+        engine = interpreter._jit.engines[0]
+        for kernel in ("product", "batch_product"):  # two calls of each
+            alias = re.search(rf"^(k\d+) = numlite\.jit\.kernels\.blas\.{kernel}_\d\d$", engine.source, re.M)
+            assert alias is not None and engine.source.count(f"{alias.group(1)}(") == 2, engine.source
+        names = [d["name"] for d in interpreter.get_output_details()]
+        entered.clear()
+        got = run_interpreter(interpreter, inputs)
+        assert entered == [threads]  # one compiled invoke, its BLAS pool sized once
+        _matches_litert_and_numpy(model, got, inputs, names)
+        if threads == 1:
+            numpy_engine = numlite.Interpreter(model_content=model, jit=False, num_threads=1)
+            numpy_engine.allocate_tensors()
+            for a, b, name in zip(got, run_interpreter(numpy_engine, inputs), names):
+                np.testing.assert_array_equal(a, b, err_msg=f"{name}: BLAS from compiled code against the NumPy engine")
+    report = interpreter.jit_report()["subgraphs"][0]
+    assert report["constant_bytes"] < 40 * 400 * 4, report  # the weights are the interpreter's, not copies
+
+    monkeypatch.setattr(blas, "_FOUND", None)  # no BLAS: the loop kernel
+    interpreter = numlite.Interpreter(model_content=model, jit=True, num_threads=1)
+    interpreter.allocate_tensors()
+    assert "blas." not in interpreter._jit.engines[0].source
+    _matches_litert_and_numpy(model, run_interpreter(interpreter, inputs), inputs, names)

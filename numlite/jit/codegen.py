@@ -359,6 +359,7 @@ class Generator:
         self.call_once: list[Any] = []
         self.threads = _threads(getattr(interpreter, "num_threads", None))  # for the loop kernels' prange
         self.parallel = False  # an emitter called a parallel loop kernel: the engine sets the thread count
+        self.blas = False  # an emitter calls NumPy's BLAS (kernels/blas.py): the engine sizes its pool
         self.numbers: list[int] = []  # the integers and floats lifted out of the source (see lift)
         self.floats: list[float] = []
 

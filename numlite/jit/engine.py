@@ -102,6 +102,7 @@ class CompiledModel:
         # resource variables and CALL_ONCE: bound to the interpreter's store before invokes
         self.state = State(self.interpreter, gen.variables, gen.call_once) if gen.variables or gen.call_once else None
         self.threads = gen.threads if gen.parallel else 0  # the prange loops' thread count (0: none)
+        self.blas = gen.blas  # BLAS runs in it: num_threads sizes BLAS's pool around the call
         # Run-time shapes: the ctl slots of error values and of the dims of root outputs of
         # run-time shape (returned by the compiled function after its code, see _run_dynamic).
         from numlite.jit.kernels.common import CTL_SIZE
@@ -291,6 +292,12 @@ class CompiledModel:
         (``numba.set_num_threads``), so two interpreters with different counts can run at once
         in two threads; the caller's count is restored. (It is set here, not in the compiled
         ``main``: a function calling Numba's thread-count functions cannot be cached.)"""
+        if self.blas:
+            with self.interpreter._threads:  # num_threads sizes NumPy's BLAS pool, as on the NumPy engine
+                return self._call_numba()
+        return self._call_numba()
+
+    def _call_numba(self) -> Any:
         if not self.threads:
             return self.fn(self.A, self.ctl)
         import numba

@@ -25,6 +25,11 @@ from numlite.jit.kernels.conv import call
 F32 = np.dtype(np.float32)
 KIND = 10  # the loop kernel kind (numlite.jit.kernels.loops)
 KERNEL_MIN_WORK = 1 << 14  # multiply-adds; smaller nodes stay inline (a call costs more than their loop)
+# NumPy's BLAS (kernels/blas.py) takes a node of at least this many rows and multiply-adds: with
+# few rows sgemm gains nothing on the loop kernel, which streams the weights once per row.
+BLAS_MIN_ROWS = 2
+BLAS_MIN_WORK = 1 << 16
+BLAS_MIN_BATCH_WORK = 1 << 9  # BATCH_MATMUL's own kernel, an element loop, is 10-45x slower above it
 M, K, N, ACT, BIAS, BLOCK = range(6)  # the int64 parameters; the float32 ones: low, high, bias[N], w_t[K * N]
 
 
@@ -119,6 +124,9 @@ def emit(node, g) -> None:
     m = x.size // k if k else 0
     require(m * n == out.size and k > 0, f"FULLY_CONNECTED of {x.shape} by {w.shape} into {out.shape} is not compiled")
     clamp = activation_range(node, out)
+    if w.value is not None and m >= BLAS_MIN_ROWS and m * k * n >= BLAS_MIN_WORK and _by_blas(g, node, x, out, m, k, n):
+        _bias_and_activation(g, out, bias, n, clamp)
+        return
     if w.value is not None and m * k * n >= KERNEL_MIN_WORK and (bias is None or bias.value is not None):
         w_t = np.asarray(w.value, np.float32).reshape(n, k).T
         b = np.zeros(n, np.float32) if bias is None else np.asarray(bias.value, np.float32).reshape(n)
@@ -135,9 +143,47 @@ def emit(node, g) -> None:
         g.line(f"{g.kernel(rows_times_transposed)}({x.name}, {w_t}, {out.name}, {m}, {k}, {n})")
     else:
         g.line(f"{g.kernel(rows_dot_rows)}({x.name}, {w.name}, {out.name}, {m}, {k}, {n})")
-    if bias is not None or clamp is not None:
-        plus = (lambda i: f" + {bias.name}[{i} % {n}]") if bias is not None else (lambda i: "")
-        each(g, out, lambda i: f"{out.name}[{i}]{plus(i)}", clamp)
+    _bias_and_activation(g, out, bias, n, clamp)
+
+
+def _bias_and_activation(g, out, bias, n: int, clamp) -> None:
+    """``out += bias`` row by row (no index modulo: LLVM vectorizes it), then the clamp."""
+    if getattr(out, "dynamic", False):  # a count known only at run time: one element loop
+        if bias is not None or clamp is not None:
+            plus = (lambda i: f" + {bias.name}[{i} % {n}]") if bias is not None else (lambda i: "")
+            each(g, out, lambda i: f"{out.name}[{i}]{plus(i)}", clamp)
+        return
+    if bias is not None and out.size:
+        g.line(f"{g.kernel(add_to_rows)}({out.name}, {bias.name}, {out.size // n}, {n})")
+    if clamp is not None:
+        each(g, out, lambda i: f"{out.name}[{i}]", clamp)
+
+
+@kernel
+def add_to_rows(o, b, m, n):
+    for r in range(m):
+        row = o[r * n : (r + 1) * n]
+        for c in range(n):
+            row[c] = row[c] + b[c]
+
+
+def _by_blas(g, node, x, out, m: int, k: int, n: int) -> bool:
+    """``out = x @ w_t`` by NumPy's BLAS (its ``sgemm``, the NumPy engine's product) on the NumPy
+    kernel's own transposed weights ``w_t`` ([k, n]), read in place; False where no BLAS was
+    found or the kernel holds no such array."""
+    from numlite.jit.kernels import blas
+
+    found = blas.sgemm_address()
+    w_t = getattr(node.kernel, "weights", None)
+    if found is None or not isinstance(w_t, np.ndarray) or w_t.shape != (k, n) or w_t.dtype != F32 or not w_t.flags.c_contiguous:
+        return False
+    address, width = found
+    product = blas.product_64 if width == 64 else blas.product_32
+    slot = g.gen.arenas.const(w_t, interpreters=True)  # the interpreter's array, read in place
+    g.gen.slots.add(slot)
+    g.line(f"{g.kernel(product)}({x.name}, {slot.name}, {out.name}, ctl, np.int64({g.address(address)}), {m}, {n}, {k})")
+    g.gen.blas = True
+    return True
 
 
 # -- BATCH_MATMUL -----------------------------------------------------------------------------------
@@ -185,4 +231,14 @@ def emit_batch_matmul(node, g) -> None:
         return np.ascontiguousarray(np.broadcast_to(iota, batch)).reshape(-1)
 
     lb, rb = g.const(offsets(ls)), g.const(offsets(rs))
+    from numlite.jit.kernels import blas
+
+    found = blas.sgemm_address()
+    if found is not None and m >= BLAS_MIN_ROWS and m * k * n >= BLAS_MIN_BATCH_WORK:
+        address, width = found
+        product = blas.batch_product_64 if width == 64 else blas.batch_product_32
+        g.line(f"{g.kernel(product)}({lhs.name}, {rhs.name}, {out.name}, {lb}, {rb}, ctl, np.int64({g.address(address)}), "
+               f"{m}, {n}, {k}, {int(adj_x)}, {int(adj_y)}, {ls[-1]}, {rs[-1]})")
+        g.gen.blas = True
+        return
     g.line(f"{g.kernel(batch_matmul)}({lhs.name}, {rhs.name}, {out.name}, {lb}, {rb}, {m}, {k}, {n}, {lsi}, {lsk}, {rsk}, {rsj})")

@@ -110,6 +110,7 @@ _F32P = types.CPointer(types.float32)
 _C_SIGNATURE = types.void(_F32P, types.int64, _F32P, types.int64, _F32P, types.int64, types.CPointer(types.int64), types.int64,
                           types.int64, types.int64, types.int64, types.int64)  # fmt: skip
 _ENTRIES: dict[bool, Any] = {}
+OMP_SPIN_COUNT = 20000  # libgomp's spins before a worker sleeps (about 0.2 ms; its default 300,000)
 _ADDRESSES: dict[bool, np.ndarray] = {}
 
 
@@ -119,14 +120,16 @@ def entry(threads: bool) -> np.ndarray:
     generator makes it a constant of the model. The array lives as long as the process, as
     the compiled code does."""
     if threads not in _ADDRESSES:
-        # OpenMP workers (Numba's "omp" threading layer) spin after a parallel region by default,
-        # waiting for the next one. Between regions the interpreter's thread runs the model's
-        # serial parts, and where runnable threads outnumber cores the spinning worker takes its
-        # core: on the shared 2-core machine of docs/jit.md, smallcnn at num_threads=2 took 28 ms
-        # per invoke spinning, 0.27 ms passive. Set before the threading layer is loaded (at
-        # the first parallel kernel); an OMP_WAIT_POLICY of the user's own is kept.
-        if threads:
-            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        # OpenMP workers (Numba's "omp" threading layer, libgomp) spin after a parallel region
+        # for the next one, 300,000 spins (about 3 ms) by default, then sleep. Sleeping at once
+        # (OMP_WAIT_POLICY=PASSIVE) makes every region pay a wake-up: a 64x64 matmul loop at
+        # num_threads=2 took 98 ms for 1000 iterations, against 17 ms spinning 20,000 (about
+        # 0.2 ms), and MobileNetV2 13.2 ms against 8.4 (docs/jit.md, "OpenMP's wait policy").
+        # Spinning without bound is no better: where runnable threads outnumber cores the
+        # spinner takes the core the interpreter's thread needs. Set before the threading layer
+        # is loaded (at the first parallel kernel); a policy or spin count of the user's own is kept.
+        if threads and "OMP_WAIT_POLICY" not in os.environ:
+            os.environ.setdefault("GOMP_SPINCOUNT", str(OMP_SPIN_COUNT))
         fn = parallel if threads else serial
         # Numba's disk cache checks only the time stamp of this file, not of the bodies it links
         # in: the bodies' sources are part of the cached function's name instead.
