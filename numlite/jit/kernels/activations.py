@@ -1,5 +1,5 @@
-"""RELU, RELU6, RELU_N1_TO_1, RELU_0_TO_1, TANH, LOGISTIC, ELU, LEAKY_RELU, HARD_SWISH, GELU and
-PRELU on float32 (element-wise expressions; TANH and LOGISTIC through the vectorizable
+"""RELU, RELU6, RELU_N1_TO_1, RELU_0_TO_1, TANH, LOGISTIC, ELU, LEAKY_RELU, HARD_SWISH, GELU
+(both forms) and PRELU on float32 (element-wise expressions; TANH and LOGISTIC through the vectorizable
 approximations of :mod:`numlite.jit.kernels.transcendental`), and SOFTMAX over the last axis
 (a loop kernel)."""
 
@@ -13,6 +13,7 @@ from numlite.jit.kernels import emits
 from numlite.jit.kernels.common import body, each, index, kernel, max_nan, require, same_dtypes
 from numlite.jit.kernels.conv import call
 from numlite.jit.kernels.unary import emit_unary
+from numlite.kernels.activations import _ERFC_COEFFS
 
 F32 = (np.dtype(np.float32),)
 
@@ -79,6 +80,10 @@ def emit_softmax(node, g) -> None:
 
 F = np.float32
 GELU_CUBIC, SQRT_2_OVER_PI = F(0.044715), F(math.sqrt(2.0 / math.pi))
+# -1/sqrt(2) rounded to float32: NumPy 2 multiplies the float32 input by the Python float in
+# float32 (numlite.kernels.activations.Gelu._exact), so z is a float32 product, then widened.
+MINUS_SQRT_HALF = F(-math.sqrt(0.5))
+C0, C1, C2, C3, C4, C5, C6, C7, C8, C9 = _ERFC_COEFFS
 
 
 @kernel
@@ -87,6 +92,38 @@ def gelu_tanh(x):
     ``0.5 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3))) * x``."""
     t = np.tanh((x * x * x * GELU_CUBIC + x) * SQRT_2_OVER_PI)
     return (t + F(1.0)) * F(0.5) * x
+
+
+@kernel
+def gelu_erf(x):
+    """The exact GELU, ``0.5 * x * erfc(-x / sqrt(2))``, in the steps and dtypes of the NumPy
+    kernel (``Gelu._exact`` and ``_erfc_block``): ``z`` is the float32 product ``x * -1/sqrt(2)``
+    widened to double; ``|z|`` and every step after it up to ``erfc`` is double, one rounding
+    per step in the same order (Horner from the last coefficient; Numba sets no fast-math
+    flags, so LLVM fuses no multiply-add); erfc rounded once to float32, then
+    ``(x * 0.5) * erfc`` in float32. Bit for bit the NumPy kernel's results on the test's
+    inputs (docs/jit.md, "The exact GELU and more ops").
+
+    The widening must be ``np.float64(...)``: Numba types ``float(v)`` of a float32 ``v`` as
+    float32, so with ``float()`` ``|z|`` stayed float32 and ``|z| * |z|`` was rounded to
+    float32, up to 2.4e-6 off in the exponent of ``exp(P(t) - z * z)``: the 1.9e-6 (relative)
+    of the negative tail that kept this form on NumPy."""
+    z = np.float64(x * MINUS_SQRT_HALF)
+    a = abs(z)
+    t = 1.0 / (a * 0.5 + 1.0)
+    p = t * C9 + C8
+    p = p * t + C7
+    p = p * t + C6
+    p = p * t + C5
+    p = p * t + C4
+    p = p * t + C3
+    p = p * t + C2
+    p = p * t + C1
+    p = p * t + C0
+    p = math.exp(p - a * a) * t
+    s = 1.0 if z < 0.0 else 0.0  # erfc(z) = 2 - erfc(-z) for negative z, in the NumPy kernel's form
+    p = p * (s * -2.0 + 1.0) + (s + s)
+    return x * F(0.5) * F(p)  # -inf * erfc(inf) = -inf * 0: NaN, as in LiteRT
 
 
 ONE_INPUT = {
@@ -111,10 +148,7 @@ def emit_leaky_relu(node, g) -> None:
 @emits("GELU")
 def emit_gelu(node, g) -> None:
     approximate = bool(getattr(node.options, "approximate", False)) if node.options is not None else False
-    # The exact form's erfc (C library's, or the NumPy kernel's fit in scalar steps) left the
-    # negative tail up to 4e-6 (relative) from LiteRT's, where the NumPy engine is within 1e-6.
-    require(approximate, "the exact GELU is not compiled (its negative tail does not yet match LiteRT's to 1e-6)")
-    fn = g.kernel(gelu_tanh)
+    fn = g.kernel(gelu_tanh if approximate else gelu_erf)
     emit_unary(node, g, {"GELU": (lambda x: f"{fn}({x})", F32)})
 
 
