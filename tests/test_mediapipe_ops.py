@@ -116,6 +116,30 @@ def test_transpose_conv_bias_matches_litert(x_shape, kernel, stride, padding):
     assert_close(actual, expected)
 
 
+def test_transpose_conv_bias_compiled_matches_litert(jit_cache_dir, monkeypatch):
+    """The compiled engine's Convolution2DTransposeBias (numlite/jit/kernels/transpose_conv.py),
+    two geometries in one model (one compile): SAME with stride 2, and SAME trimming 3 rows with
+    strides (2, 1) and a batch of 2; judged by LiteRT, as the NumPy engine is above."""
+    monkeypatch.setenv("NUMLITE_CACHE_DIR", jit_cache_dir)
+    shapes = [((1, 4, 4, 3), (3, 3), (2, 2), SAME), ((2, 5, 3, 4), (4, 2), (2, 1), SAME)]
+    tensors, consts, ops = {}, {}, []
+    for k, (x_shape, kernel, stride, padding) in enumerate(shapes):
+        pads = [max(0, kk - (size - 1) % s - 1) for kk, size, s in zip(kernel, x_shape[1:3], stride)]
+        out = (x_shape[0], stride[0] * (x_shape[1] - 1) + kernel[0] - pads[0], stride[1] * (x_shape[2] - 1) + kernel[1] - pads[1], 5)
+        consts[f"w{k}"], consts[f"b{k}"] = _floats((5, *kernel, x_shape[3]), 11 + k), _floats((5,), 21 + k)
+        tensors.update({f"x{k}": x_shape, f"w{k}": consts[f"w{k}"].shape, f"b{k}": (5,), f"y{k}": out})
+        ops.append(("Convolution2DTransposeBias", [f"x{k}", f"w{k}", f"b{k}"], [f"y{k}"], _tconv_params(padding, stride)))
+    model = _model(ops, tensors, consts, ["x0", "x1"], ["y0", "y1"])
+    xs = [_floats(x_shape, 30 + k) for k, (x_shape, *_) in enumerate(shapes)]
+    expected = run_interpreter(litert_interpreter(model), xs)
+    interpreter = numlite.Interpreter(model_content=model, jit=True)
+    actual = run_interpreter(interpreter, xs)
+    report = interpreter.jit_report()["subgraphs"][0]
+    assert report["compiled"], report.get("reason")
+    for a, e in zip(actual, expected):
+        assert_close(a, e)
+
+
 def _pool_model(x_shape, filter, stride, padding, activation=0) -> tuple[bytes, tuple]:
     n, h, w, c = x_shape
     if padding == SAME:

@@ -1,4 +1,6 @@
-"""ADD, SUB, MUL, DIV, MAXIMUM, MINIMUM, FLOOR_MOD with broadcasting and fused activations.
+"""ADD, SUB, MUL, DIV, MAXIMUM, MINIMUM, FLOOR_MOD with broadcasting and fused activations; the
+binary ops of the "more" row (SQUARED_DIFFERENCE, POW, ...); and the StableHLO element-wise ops
+(STABLEHLO_ADD, _MULTIPLY, _MAXIMUM, _MINIMUM, _AND, _SHIFT_LEFT) with their own rules.
 
 Integer arithmetic wraps as in LiteRT (Numba computes int32 in 64 bits and the store into the
 int32 buffer keeps the low bits); DIV is compiled for float32 only (integer DIV, with its
@@ -176,3 +178,35 @@ def emit_add_n(node, g) -> None:
     require(all(t is not None for t in node.ins), "ADD_N with an omitted input is not compiled")
     same_dtypes([*node.ins, out], (np.dtype(np.float32), np.dtype(np.int32)), node.op_name)
     each(g, out, lambda i: " + ".join(index(t, out, i, g) for t in node.ins))
+
+
+# -- STABLEHLO_ADD, _MULTIPLY, _MAXIMUM, _MINIMUM, _AND, _SHIFT_LEFT ------------------------------
+#
+# As numlite.kernels.stablehlo: two operands of one shape and dtype (no broadcasting). Integers
+# wrap (Numba computes them in 64 bits, the store keeps the low bits); bools add as OR and
+# multiply as AND; MAXIMUM is std::max(a, b) (b only where a < b) and MINIMUM std::min(a, b) (b
+# only where b < a), so a NaN first operand is kept and a NaN second one ignored.
+
+STABLEHLO_NUMBERS = tuple(np.dtype(t) for t in (np.float32, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8))
+BOOL = np.dtype(np.bool_)
+STABLEHLO = {
+    "STABLEHLO_ADD": (lambda x, y, dtype: f"{x} | {y}" if dtype == BOOL else f"{x} + {y}", (*STABLEHLO_NUMBERS, BOOL)),
+    "STABLEHLO_MULTIPLY": (lambda x, y, dtype: f"{x} & {y}" if dtype == BOOL else f"{x} * {y}", (*STABLEHLO_NUMBERS, BOOL)),
+    "STABLEHLO_MAXIMUM": (lambda x, y, dtype: f"{y} if {x} < {y} else {x}", (*STABLEHLO_NUMBERS, BOOL)),
+    "STABLEHLO_MINIMUM": (lambda x, y, dtype: f"{y} if {y} < {x} else {x}", (*STABLEHLO_NUMBERS, BOOL)),
+    "STABLEHLO_AND": (lambda x, y, dtype: f"{x} & {y}", (*(t for t in STABLEHLO_NUMBERS if t.kind in "iu"), BOOL)),
+    # np.left_shift: a shift outside [0, width) gives 0 (int8 and int16 shift as C ints in
+    # LiteRT and keep the low bits, the same thing)
+    "STABLEHLO_SHIFT_LEFT": (lambda x, y, dtype: f"{x} << {y} if 0 <= {y} < {dtype.itemsize * 8} else 0",
+                             tuple(np.dtype(t) for t in (np.int8, np.int16, np.int32))),
+}
+
+
+@emits(*STABLEHLO)
+def emit_stablehlo(node, g) -> None:
+    expression, dtypes = STABLEHLO[node.op_name]
+    a, b = node.ins
+    (out,) = node.outs
+    same_dtypes([a, b, out], dtypes, node.op_name)
+    require(tuple(a.shape) == tuple(b.shape) == tuple(out.shape), f"{node.op_name} of {a.shape} and {b.shape} is not compiled")
+    each(g, out, lambda i: expression(f"{a.name}[{i}]", f"{b.name}[{i}]", out.dtype))

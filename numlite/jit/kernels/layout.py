@@ -1,6 +1,7 @@
 """CONCATENATION and PACK (block copies into the output), SPLIT, SPLIT_V and UNPACK (block
 copies out of the input), and TRANSPOSE, TILE, REVERSE_V2, DEPTH_TO_SPACE, SPACE_TO_DEPTH,
-BATCH_TO_SPACE_ND, SPACE_TO_BATCH_ND (index maps)."""
+BATCH_TO_SPACE_ND, SPACE_TO_BATCH_ND, MATRIX_DIAG, MATRIX_SET_DIAG (index maps), and
+REVERSE_SEQUENCE (an index map, or a loop reading the lengths at run time)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from numlite.jit.kernels import emits
-from numlite.jit.kernels.common import each, require, same_dtypes, take
+from numlite.jit.kernels.common import each, kernel, require, same_dtypes, take
 
 
 def _blocks(g: Any, whole: Any, parts: Sequence[Any], outer: int, join: bool) -> None:
@@ -145,3 +146,86 @@ def emit_space_to_batch(node, g) -> None:
     require(tuple(moved.shape) == tuple(out.shape), f"SPACE_TO_BATCH_ND into {out.shape} is not compiled")
     m = g.const(np.ascontiguousarray(moved.reshape(-1) - 1))
     each(g, out, lambda i: f"{x.name}[{m}[{i}]] if {m}[{i}] >= 0 else 0")
+
+
+# -- MATRIX_DIAG, MATRIX_SET_DIAG, REVERSE_SEQUENCE ----------------------------------------------
+
+DIAG_DTYPES = tuple(np.dtype(t) for t in (np.float32, np.int8, np.uint8, np.int16, np.int32, np.int64))  # as the NumPy kernel
+
+
+def _numbered(node: Any, *inputs: np.ndarray) -> np.ndarray:
+    """numlite's own kernel run once on int64 ``inputs`` (element numbers), flat."""
+    from numlite.kernels import evaluate
+
+    (moved,) = evaluate(node.op_name, node.options, list(inputs))
+    require(tuple(moved.shape) == tuple(node.outs[0].shape), f"{node.op_name} into {node.outs[0].shape} is not compiled")
+    return np.ascontiguousarray(moved.reshape(-1).astype(np.int64))
+
+
+@emits("MATRIX_DIAG")
+def emit_matrix_diag(node: Any, g: Any) -> None:
+    """The input's last axis on the diagonal of square matrices, zeros elsewhere: the kernel run
+    on the element numbers counted from 1, so that a zero of the map (-1 once shifted back) is
+    written 0."""
+    (x,), (out,) = node.ins, node.outs
+    same_dtypes([x, out], DIAG_DTYPES, node.op_name)
+    if out.size == 0:
+        return
+    m = g.const(_numbered(node, np.arange(1, x.size + 1, dtype=np.int64).reshape(x.shape)) - 1)
+    each(g, out, lambda i: f"{x.name}[{m}[{i}]] if {m}[{i}] >= 0 else 0")
+
+
+@emits("MATRIX_SET_DIAG")
+def emit_matrix_set_diag(node: Any, g: Any) -> None:
+    """The input with its main diagonals from the second input: the kernel run on the input's
+    element numbers and the diagonal's numbers as -1, -2, ...; a negative entry ``-k - 1`` of
+    the map reads diagonal element ``k``."""
+    (x, diag), (out,) = node.ins, node.outs
+    same_dtypes([x, diag, out], DIAG_DTYPES, node.op_name)
+    if out.size == 0:
+        return
+    numbers = np.arange(x.size, dtype=np.int64).reshape(x.shape)
+    m = g.const(_numbered(node, numbers, -1 - np.arange(diag.size, dtype=np.int64).reshape(diag.shape)))
+    each(g, out, lambda i: f"{x.name}[{m}[{i}]] if {m}[{i}] >= 0 else {diag.name}[-1 - {m}[{i}]]")
+
+
+@kernel
+def longest(lengths):
+    """The largest of the sequence lengths (the NumPy kernel's check reads it)."""
+    top = lengths[0]
+    for b in range(1, lengths.size):
+        top = max(top, lengths[b])
+    return top
+
+
+@kernel
+def reverse_sequence(x, lengths, o, batch, batch_stride, seq, seq_stride):
+    """``o[i] = x[j]``, ``j`` the element ``i`` reads: along the sequence axis, index ``s`` of
+    batch row ``b`` reads ``n - 1 - s`` where ``s < n = lengths[b]``, else ``s``."""
+    for i in range(o.size):
+        b = (i // batch_stride) % batch
+        s = (i // seq_stride) % seq
+        n = np.int64(lengths[b])
+        o[i] = x[i + (n - 1 - 2 * s) * seq_stride] if s < n else x[i]
+
+
+@emits("REVERSE_SEQUENCE")
+def emit_reverse_sequence(node: Any, g: Any) -> None:
+    """Constant lengths: an index map. Lengths from data: :func:`reverse_sequence`, after the
+    NumPy kernel's check (a length beyond the sequence axis raises its InvokeError)."""
+    (x, lengths), (out,) = node.ins, node.outs
+    same_dtypes([x, out], tuple(np.dtype(t) for t in (np.float32, np.uint8, np.int16, np.int32, np.int64)), node.op_name)
+    if out.size == 0:
+        return
+    if lengths.value is not None:
+        take(g, node)
+        return
+    batch_dim, seq_dim = node.kernel.dims
+    shape = tuple(x.shape)
+    stride = lambda d: int(np.prod(shape[d + 1 :], dtype=np.int64))  # noqa: E731
+    seq = shape[seq_dim]
+    if lengths.size:
+        top = g.name("top")
+        g.line(f"{top} = {g.kernel(longest)}({lengths.name})")
+        g.fail_if(f"{top} > {seq}", f"seq_length {{}} exceeds the sequence dimension {seq}", [top], prepare=False)
+    g.line(f"{g.kernel(reverse_sequence)}({x.name}, {lengths.name}, {out.name}, {shape[batch_dim]}, {stride(batch_dim)}, {seq}, {stride(seq_dim)})")

@@ -1,4 +1,5 @@
-"""LOG_SOFTMAX and L2_NORMALIZATION over the last axis on float32, row by row, as
+"""LOG_SOFTMAX and L2_NORMALIZATION over the last axis on float32, row by row, and
+LOCAL_RESPONSE_NORMALIZATION over the channels of NHWC float32, as
 :mod:`numlite.kernels.normalization` computes them (the row's maximum subtracted first; the
 L2 norm clamped below at LiteRT's 1e-6). The rows' sums are taken in double, then rounded once
 (within an ulp of NumPy's float32 pairwise sums)."""
@@ -61,3 +62,47 @@ def emit(node, g) -> None:
     depth = x.shape[-1]
     fn = log_softmax if node.op_name == "LOG_SOFTMAX" else l2_normalize
     g.line(f"{g.kernel(fn)}({x.name}, {out.name}, {x.size // depth}, {depth})")
+
+
+@kernel
+def local_response(x, o, pixels, depth, radius, bias, alpha, beta, form):
+    """LOCAL_RESPONSE_NORMALIZATION, element by element in the NumPy kernel's float32 steps:
+    ``alpha * x²`` of each channel, plus those of the channels ``c - d`` then ``c + d`` for
+    ``d = 1 .. radius`` (its shifted adds, in that order), plus ``bias``, raised to ``-beta``
+    (``form`` 1: a reciprocal, 2: a reciprocal of the square root, 0: a power, as LiteRT's
+    special cases), times ``x``."""
+    for p in range(pixels):
+        q0 = p * depth
+        for c in range(depth):
+            v = x[q0 + c]
+            acc = v * v * alpha
+            for d in range(1, radius + 1):
+                if c - d >= 0:
+                    u = x[q0 + c - d]
+                    acc += u * u * alpha
+                if c + d < depth:
+                    u = x[q0 + c + d]
+                    acc += u * u * alpha
+            acc += bias
+            if form == 1:
+                acc = np.float32(1.0) / acc
+            elif form == 2:
+                acc = np.float32(1.0) / np.sqrt(acc)
+            else:
+                acc = acc ** -beta
+            o[q0 + c] = acc * v
+
+
+@emits("LOCAL_RESPONSE_NORMALIZATION")
+def emit_local_response(node, g) -> None:
+    """Over the channels of a 4-D float32 input, with the NumPy kernel's radius (clipped to the
+    depth), bias, alpha and beta (as float32)."""
+    (x,), (out,) = node.ins, node.outs
+    require(x.dtype == F32 == out.dtype and len(x.shape) == 4, f"{node.op_name} of {x.dtype.name} {x.shape} is not compiled")
+    if x.size == 0:
+        return
+    k = node.kernel
+    depth = x.shape[3]
+    form = 1 if k.beta == 1 else 2 if k.beta == 0.5 else 0
+    bias, alpha, beta = (f"np.float32({float(v)!r})" for v in (k.bias, k.alpha, k.beta))
+    g.line(f"{g.kernel(local_response)}({x.name}, {out.name}, {x.size // depth}, {depth}, {k.radius}, {bias}, {alpha}, {beta}, {form})")

@@ -1,7 +1,8 @@
 """PAD and PADV2 on float32 (rank 1-4, constant non-negative paddings, a constant pad value) as
 a loop kernel (see ``conv.py``): the output is filled with the pad value, then each run of the
 input's last axis is copied to its place. MobileNetV2 pads before its strided depthwise
-convolutions; without this kernel the whole model stayed on NumPy. MIRROR_PAD: an index map."""
+convolutions; without this kernel the whole model stayed on NumPy. MIRROR_PAD: an index map.
+STABLEHLO_PAD (any dtype): an index map with -1 for the padding value."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from numlite.jit.kernels import emits
-from numlite.jit.kernels.common import body, require, take
+from numlite.jit.kernels.common import body, each, require, take
 from numlite.jit.kernels.conv import call
 
 F32 = np.dtype(np.float32)
@@ -67,3 +68,30 @@ def emit_mirror_pad(node: Any, g: Any) -> None:
     own kernel (paddings from data stay on NumPy)."""
     require(node.ins[0].dtype == node.outs[0].dtype, "MIRROR_PAD between dtypes is not compiled")
     take(g, node)
+
+
+def stablehlo_pad_map(node: Any) -> np.ndarray:
+    """For each output element of a STABLEHLO_PAD, the flat index of the input element it
+    holds, or -1 where it holds the padding value: numlite's own kernel run once on the
+    input's element numbers, padded with -1 (so edge cropping and interior padding are the
+    kernel's)."""
+    from numlite.kernels import evaluate
+
+    x = node.ins[0]
+    numbers = np.arange(x.size, dtype=np.int64).reshape(x.shape)
+    result = evaluate(node.op_name, node.options, [numbers, np.array(-1, np.int64)], 1)
+    require(result is not None and tuple(result[0].shape) == tuple(node.outs[0].shape), "STABLEHLO_PAD: no index map")
+    return result[0].astype(np.int64).reshape(-1)
+
+
+@emits("STABLEHLO_PAD")
+def emit_stablehlo_pad(node: Any, g: Any) -> None:
+    """STABLEHLO_PAD (edge padding, negative edges cropping, interior padding) of any dtype:
+    ``out[i] = x[map[i]]``, or the padding value (input 1, read at run time) where the map
+    holds -1."""
+    (x, value), (out,) = node.ins, node.outs
+    require(x.dtype == value.dtype == out.dtype, "STABLEHLO_PAD between dtypes is not compiled")
+    if out.size == 0:
+        return
+    m = g.const(stablehlo_pad_map(node))
+    each(g, out, lambda i: f"{x.name}[{m}[{i}]] if {m}[{i}] >= 0 else {value.name}[0]")

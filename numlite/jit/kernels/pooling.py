@@ -7,7 +7,8 @@ Padding never takes part: each window is clipped to the input. The maximum propa
 number of in-bounds pixels, as LiteRT's kernels do. Each output pixel's channels are one
 contiguous row, so the inner loop runs along channels, 8 at a time
 (:mod:`numlite.jit.kernels.simd`; the last block of a row masks its loads and stores). With
-``num_threads`` above 1 the output rows are shared among the threads."""
+``num_threads`` above 1 the output rows are shared among the threads. L2_POOL_2D: an inlined
+scalar kernel, root mean square of the in-bounds pixels."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from numlite.jit.kernels import emits
-from numlite.jit.kernels.common import body, require
+from numlite.jit.kernels.common import body, clip, kernel, require
 from numlite.jit.kernels.conv import LANES, call, clamp_range, geometry
 from numlite.jit.kernels.simd import add, clamp, div, fill, load, load_n, store, store_n, vmax
 
@@ -84,3 +85,47 @@ def emit_pool(node: Any, g: Any) -> None:
     average = int(node.op_name == "AVERAGE_POOL_2D")
     call(g, KIND, x, out, x, [n, h, w, c, oh, ow, fh, fw, sh, sw, top, left, average, act, 0], np.array(limits, np.float32),
          out.size * fh * fw)
+
+
+# -- L2_POOL_2D (an inlined kernel: a rarer op, not worth a loop kernel's entry points) -----------
+
+
+@kernel
+def l2_pool(x, o, n, h, w, c, oh, ow, fh, fw, sh, sw, top, left, act, low, high):
+    """``sqrt(sum of x² / count)`` over each window's in-bounds pixels, in float32 (the squares,
+    their sum, the division by the count and the root each rounded to float32, as the NumPy
+    kernel's average pool of the squared input), then the fused clamp."""
+    for b in range(n):
+        for oy in range(oh):
+            y0, y1 = max(oy * sh - top, 0), min(oy * sh - top + fh, h)
+            for ox in range(ow):
+                x0, x1 = max(ox * sw - left, 0), min(ox * sw - left + fw, w)
+                count = np.float32(max((y1 - y0) * (x1 - x0), 1))
+                q = ((b * oh + oy) * ow + ox) * c
+                for ch in range(c):
+                    acc = np.float32(0.0)
+                    for iy in range(y0, y1):
+                        for ix in range(x0, x1):
+                            v = x[((b * h + iy) * w + ix) * c + ch]
+                            acc += v * v
+                    r = np.sqrt(acc / count)
+                    if act:
+                        r = clip(r, low, high)
+                    o[q + ch] = r
+
+
+@emits("L2_POOL_2D")
+def emit_l2_pool(node: Any, g: Any) -> None:
+    (x,), (out,) = node.ins, node.outs
+    require(x.dtype == F32 == out.dtype and len(x.shape) == len(out.shape) == 4, f"{node.op_name} of {x.dtype.name} {x.shape} is not compiled")
+    opts = node.options
+    require(opts is not None, f"{node.op_name} without options is not compiled")
+    n, h, w, c = x.shape
+    fh, fw = int(opts.filter_height), int(opts.filter_width)
+    (sh, sw), _, (oh, ow), (top, left) = geometry(node, x, fh, fw, dilated=False)
+    require(out.shape == (n, oh, ow, c), f"{node.op_name} into {out.shape} is not compiled")
+    if out.size == 0:
+        return
+    act, (low, high) = clamp_range(node, out)
+    bounds = ", ".join(f"np.float32({v!r})" if np.isfinite(v) else "np.float32(np.inf)" for v in (float(low), float(high)))
+    g.line(f"{g.kernel(l2_pool)}({x.name}, {out.name}, {n}, {h}, {w}, {c}, {oh}, {ow}, {fh}, {fw}, {sh}, {sw}, {top}, {left}, {act}, {bounds})")

@@ -1,4 +1,5 @@
-"""UNIDIRECTIONAL_SEQUENCE_LSTM on float32 as one compiled loop over the time steps.
+"""UNIDIRECTIONAL_SEQUENCE_LSTM on float32 as one compiled loop over the time steps; RNN and
+UNIDIRECTIONAL_SEQUENCE_RNN on float32 as an inlined loop (:func:`rnn_sequence`, at the end).
 
 The semantics are those of the NumPy kernel (:mod:`numlite.kernels.rnn`, LiteRT's float LSTM):
 gates stacked in the order input, forget, cell, output (input left out under CIFG), optional
@@ -184,3 +185,63 @@ def emit(node, g) -> None:
     arguments = [x.name, *constants, h.name, c.name, out.name, scratch.name, hidden.name]
     arguments += [g.const(dims), g.const(flags), g.const(clips)]
     g.line(f"{g.kernel(lstm_sequence)}({', '.join(arguments)})")
+
+
+# -- RNN and UNIDIRECTIONAL_SEQUENCE_RNN (float32) ------------------------------------------------
+
+
+@kernel
+def rnn_sequence(x, w, w_h, bias, h, out, pre, steps, batch, n_in, units, x_step, x_batch, out_step, out_batch, code):
+    """``h = act(W x + b + W_h h)`` for each step and batch row, in the NumPy kernel's order
+    (the input's products summed in ``k`` order, then the bias, then the state's products), the
+    new state written over ``h`` (the op's variable tensor) and into the output. ``w`` is
+    ``[units, n_in]`` and ``w_h`` ``[units, units]`` as stored (constant or from data);
+    ``pre`` is scratch of one row's ``units``."""
+    for t in range(steps):
+        for b in range(batch):
+            x_at = t * x_step + b * x_batch
+            state = h[b * units : (b + 1) * units]
+            for j in range(units):
+                acc = F(0)
+                row = w[j * n_in : (j + 1) * n_in]
+                for k in range(n_in):
+                    acc += x[x_at + k] * row[k]
+                pre[j] = acc + bias[j]
+            for j in range(units):
+                acc = F(0)
+                row = w_h[j * units : (j + 1) * units]
+                for k in range(units):
+                    acc += state[k] * row[k]
+                pre[j] += acc
+            out_at = t * out_step + b * out_batch
+            for j in range(units):
+                v = _activate(code, pre[j])
+                state[j] = v
+                out[out_at + j] = v
+
+
+@emits("RNN", "UNIDIRECTIONAL_SEQUENCE_RNN")
+def emit_rnn(node, g) -> None:
+    """A basic RNN on float32 (the hybrid, int8-weight RNN stays on NumPy): one step (RNN,
+    input ``[batch, n_in]``) or a sequence, batch- or time-major; the state is the op's
+    variable tensor (input 4), updated in place."""
+    x, w, w_h, bias, h = node.ins
+    (out,) = node.outs
+    require(all(t is not None and t.dtype == F32 for t in (x, w, w_h, bias, h, out)), f"{node.op_name} is compiled on float32 only")
+    o = node.options
+    units = w.shape[0]
+    if node.op_name == "RNN":
+        batch, n_in = x.shape
+        steps, time_major = 1, True
+    else:
+        time_major = bool(o.time_major)
+        steps, batch, n_in = (x.shape[0], x.shape[1], x.shape[2]) if time_major else (x.shape[1], x.shape[0], x.shape[2])
+    require(h.size == batch * units and out.size == steps * batch * units, f"{node.op_name} state or output sizes do not match")
+    if out.size == 0:
+        return
+    x_step, x_batch = (batch * n_in, n_in) if time_major else (n_in, steps * n_in)
+    out_step, out_batch = (batch * units, units) if time_major else (units, steps * units)
+    pre = g.temp((units,), F32)
+    code = int(o.fused_activation_function)
+    g.line(f"{g.kernel(rnn_sequence)}({x.name}, {w.name}, {w_h.name}, {bias.name}, {h.name}, {out.name}, {pre.name}, "
+           f"{steps}, {batch}, {n_in}, {units}, {x_step}, {x_batch}, {out_step}, {out_batch}, {code})")
