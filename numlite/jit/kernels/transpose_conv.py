@@ -2,16 +2,17 @@
 kernels are in :mod:`numlite.kernels.conv` and :mod:`numlite.kernels.mediapipe`; the compiled
 CONV_2D family module belongs to the tiled convolutions, so the transposed ones have their own).
 
-Both are one inlined kernel, :func:`transpose_conv`, in the NumPy kernels' order of additions:
-each output pixel starts at 0 and adds, tap by tap (``ky`` then ``kx``), the contribution of
-the input pixel that tap carries there (a dot product over the input channels, in float32),
-then the bias, then the fused clamp. An input pixel ``(y, x)`` reaches output pixel
+Both are one inlined kernel, :func:`transpose_conv`: each output pixel starts at 0 and adds,
+tap by tap (``ky`` then ``kx``, the NumPy kernels' order of taps), the contribution of the
+input pixel that tap carries there (its input channels in order, each times a row of the
+weights along the output channels), then the bias, then the fused clamp. An input pixel ``(y, x)`` reaches output pixel
 ``(y * stride_h + ky - top, x * stride_w + kx - left)``; ``top, left`` are LiteRT's padding
 for TRANSPOSE_CONV (computed as if the output were a forward convolution's input) and
 MediaPipe's cut of the full output for the custom op. Gathering (each output pixel reads its
 taps) instead of scattering keeps every output's sum in that order and writes it once. The
-weights (``[out_c, kh, kw, in_c]``) are read in place, constant or from data; a requested
-output shape from data (an output of run-time shape) stays on NumPy."""
+weights (``[out_c, kh, kw, in_c]``) are packed as ``[kh, kw, in_c, out_c]``: once at
+generation when constant, at each run when from data. A requested output shape from data (an
+output of run-time shape) stays on NumPy."""
 
 from __future__ import annotations
 
@@ -27,13 +28,28 @@ F32 = np.dtype(np.float32)
 
 
 @kernel
-def transpose_conv(x, wt, bias, o, n, h, w, ic, oh, ow, oc, kh, kw, sh, sw, top, left, has_bias, act, low, high):
+def pack_weights(wt, packed, oc, kh, kw, ic):
+    """Weights ``[oc, kh, kw, ic]`` as ``[kh, kw, ic, oc]`` (weights from data, at each run)."""
+    for c in range(oc):
+        for t in range(kh * kw):
+            for i in range(ic):
+                packed[(t * ic + i) * oc + c] = wt[(c * kh * kw + t) * ic + i]
+
+
+@kernel
+def transpose_conv(x, wp, bias, o, n, h, w, ic, oh, ow, oc, kh, kw, sh, sw, top, left, has_bias, act, low, high):
+    """Each output pixel's ``oc`` channels: 0, plus for each tap (``ky`` then ``kx``) that
+    carries an input pixel there, that pixel's ``ic`` values times the tap's ``[ic, oc]``
+    block of the packed weights ``wp`` (``[kh, kw, ic, oc]``), in input-channel order; then
+    the bias and the clamp. The inner loop runs along the output channels (contiguous in ``o``
+    and ``wp``), which LLVM vectorizes; each output is still a sum in a fixed order."""
     for b in range(n):
         for oy in range(oh):
             for ox in range(ow):
                 q = ((b * oh + oy) * ow + ox) * oc
+                row = o[q : q + oc]
                 for c in range(oc):
-                    o[q + c] = 0
+                    row[c] = 0
                 for ky in range(kh):
                     yy = oy + top - ky
                     if yy < 0 or yy % sh != 0 or yy // sh >= h:
@@ -43,15 +59,15 @@ def transpose_conv(x, wt, bias, o, n, h, w, ic, oh, ow, oc, kh, kw, sh, sw, top,
                         if xx < 0 or xx % sw != 0 or xx // sw >= w:
                             continue
                         s = ((b * h + yy // sh) * w + xx // sw) * ic
-                        for c in range(oc):
-                            r = ((c * kh + ky) * kw + kx) * ic
-                            acc = np.float32(0.0)
-                            for i in range(ic):
-                                acc += x[s + i] * wt[r + i]
-                            o[q + c] += acc
+                        t = (ky * kw + kx) * ic
+                        for i in range(ic):
+                            v = x[s + i]
+                            block = wp[(t + i) * oc : (t + i + 1) * oc]
+                            for c in range(oc):
+                                row[c] += v * block[c]
                 for c in range(oc):
-                    v = o[q + c] + bias[c] if has_bias else o[q + c]
-                    o[q + c] = clip(v, low, high) if act else v
+                    u = row[c] + bias[c] if has_bias else row[c]
+                    row[c] = clip(u, low, high) if act else u
 
 
 def _emit(g: Any, x: Any, wt: Any, bias: Any, out: Any, strides: tuple[int, int], top_left: tuple[int, int],
@@ -59,9 +75,14 @@ def _emit(g: Any, x: Any, wt: Any, bias: Any, out: Any, strides: tuple[int, int]
     n, h, w, ic = x.shape
     _, oh, ow, oc = out.shape
     _, kh, kw, _ = wt.shape
+    if wt.value is not None:  # packed once, at generation
+        packed = g.const(np.ascontiguousarray(np.asarray(wt.value, np.float32).transpose(1, 2, 3, 0)).reshape(-1))
+    else:
+        packed = g.temp((wt.size,), F32).name
+        g.line(f"{g.kernel(pack_weights)}({wt.name}, {packed}, {oc}, {kh}, {kw}, {ic})")
     low, high = (f"np.float32({float(v)!r})" if np.isfinite(v) else "np.float32(np.inf)" for v in (clamp_to or (0.0, 0.0)))
-    bias_name = bias.name if bias is not None else wt.name  # not read without a bias
-    g.line(f"{g.kernel(transpose_conv)}({x.name}, {wt.name}, {bias_name}, {out.name}, {n}, {h}, {w}, {ic}, {oh}, {ow}, {oc}, "
+    bias_name = bias.name if bias is not None else packed  # not read without a bias
+    g.line(f"{g.kernel(transpose_conv)}({x.name}, {packed}, {bias_name}, {out.name}, {n}, {h}, {w}, {ic}, {oh}, {ow}, {oc}, "
            f"{kh}, {kw}, {strides[0]}, {strides[1]}, {top_left[0]}, {top_left[1]}, {int(bias is not None)}, "
            f"{int(clamp_to is not None)}, {low}, {high})")
 
