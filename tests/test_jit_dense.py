@@ -121,7 +121,9 @@ def blas_model() -> tuple[bytes, list[np.ndarray]]:
     m.op("BATCH_MATMUL", [a, b], (3, 16, 20), options=Options("BatchMatMulOptions", adj_x=False, adj_y=False))
     c, d = m.input((2, 24, 16)), m.input((2, 20, 24))
     m.op("BATCH_MATMUL", [c, d], (2, 16, 20), options=Options("BatchMatMulOptions", adj_x=True, adj_y=True))
-    shapes = [(64, 96), (5, 400), (3, 16, 24), (1, 24, 20), (2, 24, 16), (2, 20, 24)]
+    big_a, big_b = m.input((2, 100, 100)), m.input((2, 100, 100))  # a loop kernel, parallel where forced
+    m.op("ADD", [big_a, big_b], (2, 100, 100), options=Options("AddOptions", fused_activation_function=NONE))
+    shapes = [(64, 96), (5, 400), (3, 16, 24), (1, 24, 20), (2, 24, 16), (2, 20, 24), (2, 100, 100), (2, 100, 100)]
     return g.bytes(), [rng_floats(shape, 15 + k) for k, shape in enumerate(shapes)]
 
 
@@ -159,6 +161,26 @@ def test_products_of_many_rows_run_in_numpys_blas(jit_cache, monkeypatch):
             numpy_engine.allocate_tensors()
             for a, b, name in zip(got, run_interpreter(numpy_engine, inputs), names):
                 np.testing.assert_array_equal(a, b, err_msg=f"{name}: BLAS from compiled code against the NumPy engine")
+    # Beside Numba's parallel kernels BLAS runs on one thread (two pools of spinning workers)
+    with pytest.MonkeyPatch.context() as patch:  # (run_interpreter allocates again: patched throughout)
+        patch.setattr(conv, "PARALLEL_MIN_WORK", 0)
+        parallel = numlite.Interpreter(model_content=model, jit=True, num_threads=2)
+        parallel.allocate_tensors()
+        entered.clear()
+        got = run_interpreter(parallel, inputs)
+    assert parallel._jit.engines[0].threads == min(2, numba.config.NUMBA_NUM_THREADS)
+    assert entered == [1]
+    _matches_litert_and_numpy(model, got, inputs, names)
+    # Beside Numba's parallel kernels BLAS runs on one thread (two pools of spinning workers)
+    with pytest.MonkeyPatch.context() as patch:  # (run_interpreter allocates again: patched throughout)
+        patch.setattr(conv, "PARALLEL_MIN_WORK", 0)
+        parallel = numlite.Interpreter(model_content=model, jit=True, num_threads=2)
+        parallel.allocate_tensors()
+        entered.clear()
+        got = run_interpreter(parallel, inputs)
+    assert parallel._jit.engines[0].threads == min(2, numba.config.NUMBA_NUM_THREADS)
+    assert entered == [1]
+    _matches_litert_and_numpy(model, got, inputs, names)
     report = interpreter.jit_report()["subgraphs"][0]
     assert report["constant_bytes"] < 40 * 400 * 4, report  # the weights are the interpreter's, not copies
 

@@ -42,6 +42,7 @@ import numpy as np
 from numlite.errors import CancelledError, InvokeError
 from numlite.jit import status
 from numlite.kernels.base import copy_into
+from numlite.interpreter.threads import BlasThreads
 
 if TYPE_CHECKING:
     from numlite.interpreter.runtime import SubgraphRuntime
@@ -103,6 +104,7 @@ class CompiledModel:
         self.state = State(self.interpreter, gen.variables, gen.call_once) if gen.variables or gen.call_once else None
         self.threads = gen.threads if gen.parallel else 0  # the prange loops' thread count (0: none)
         self.blas = gen.blas  # BLAS runs in it: num_threads sizes BLAS's pool around the call
+        self._one_blas_thread = BlasThreads(1)
         # Run-time shapes: the ctl slots of error values and of the dims of root outputs of
         # run-time shape (returned by the compiled function after its code, see _run_dynamic).
         from numlite.jit.kernels.common import CTL_SIZE
@@ -293,7 +295,12 @@ class CompiledModel:
         in two threads; the caller's count is restored. (It is set here, not in the compiled
         ``main``: a function calling Numba's thread-count functions cannot be cached.)"""
         if self.blas:
-            with self.interpreter._threads:  # num_threads sizes NumPy's BLAS pool, as on the NumPy engine
+            # num_threads sizes NumPy's BLAS pool, as on the NumPy engine; but beside Numba's
+            # parallel loop kernels BLAS runs on one thread. Both pools' workers spin for a while
+            # after their work, each on the core the other's needs: MobileNetV2 with its 1x1
+            # convolutions as BLAS products (a trial) took 250 ms at two threads against 55 on
+            # the loop kernels alone (load 4.6) and 21 against 19 at one thread.
+            with self._one_blas_thread if self.threads else self.interpreter._threads:
                 return self._call_numba()
         return self._call_numba()
 
