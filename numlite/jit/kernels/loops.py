@@ -62,9 +62,10 @@ KINDS: dict[int, tuple[Any, Any]] = {
 }  # fmt: skip
 PARALLEL = frozenset(kind for kind, (_, units) in KINDS.items() if units is not None)  # the kinds with units to share
 TABLE_SIZE = 16  # entries of a table of entry points (every kind is below it)
-# CPU seconds of each kind's cold compile on its own (serial entry point, bodies included; a
-# loaded 2-core machine, docs/jit.md "Cold compile and memory"): how compile_child shares kinds
-# out among processes. Only their ratios matter.
+# Seconds of each kind's cold compile, bodies included (Numba's event recorder, MobileNetV2 on
+# the shared 2-core machine of docs/jit.md, "Cold compile and memory"): how a cold compile is
+# shared out among processes (share), in the unit of the model's estimate
+# (engine.CompiledModel.model_cost) and of a child's imports (compile_child.STARTUP_SECONDS).
 COST: dict[int, float] = {KIND_CONV: 5.5, KIND_DEPTHWISE: 4.5, POOL: 1.3, SOFTMAX: 1.0, DENSE: 2.0, BINARY: 1.3, MEAN: 2.3, PAD: 0.8}
 
 # The templates of the entry points. SETUP and UNITS are not names of this module: each entry
