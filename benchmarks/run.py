@@ -436,8 +436,8 @@ def columns(threads: list[int], jit: bool = False) -> list[str]:
     engines = ("numlite ms", "LiteRT ms", "numlite/LiteRT") + (("jit ms", "jit/LiteRT") if jit else ())
     per_thread = [f"{c} ({n}T)" for n in threads for c in engines]
     return ["model", "ops", *per_thread, "Python overhead ms", "numlite arena", "LiteRT arena (est.)",
-            "numlite memory (traced)", "LiteRT RSS growth (est.)", "LiteRT RSS growth, XNNPACK (est.)",
-            "max abs diff", "max abs output", "note"]  # fmt: skip
+            "numlite memory (traced)", *(["jit memory (arenas + constants)"] if jit else []), "LiteRT RSS growth (est.)",
+            "LiteRT RSS growth, XNNPACK (est.)", "max abs diff", "max abs output", "note"]  # fmt: skip
 
 
 def _size(n: int | None) -> str:
@@ -479,6 +479,7 @@ def markdown(rows: list[dict[str, Any]], threads: list[int], jit: bool = False) 
             _size(r.get("numlite_arena_bytes")),
             _size(r.get("litert_arena_span_bytes")),
             _size(r.get("numlite_traced_bytes")),
+            *([_size(r.get("jit_memory_bytes"))] if jit else []),
             _size(r.get("litert_rss_growth_bytes")),
             _size(r.get("litert_rss_growth_xnnpack_bytes")),
             (f"{diff:.3g}" if isinstance(diff, float) else str(diff)) if diff is not None else "-",

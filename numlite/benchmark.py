@@ -244,6 +244,8 @@ def _add_compiled(
             row["jit_compiled"] = not reasons
             if reasons:
                 row["jit_reason"] = str(reasons[0])
+            else:  # what the compiled engine holds beside the model's buffers (it reads those in place)
+                row["jit_memory_bytes"] = sum(s["arena_bytes"] + s["constant_bytes"] for s in report["subgraphs"].values())
             _warm(interpreter, inputs, warmup)
         except Exception as e:
             row["jit_error"] = _one_line(e)

@@ -600,3 +600,20 @@ def test_models_of_one_structure_share_one_compile(jit_cache, monkeypatch):
     got = run_interpreter(interpreter, [feed])  # resizes, then allocates
     assert compiled[-1] is built and interpreter.jit_report()["subgraphs"][0]["compiled"]
     assert_close(got[0], run_interpreter(litert_interpreter(model), [feed])[0])
+
+
+def test_a_cold_compile_is_shared_out_heaviest_first(monkeypatch):
+    """numlite.jit.kernels.loops.share: the model's function and the loop kernels' entry points
+    that are not cached yet go to the least loaded of the workers, heaviest first; the model's
+    worker comes first (the caller's process takes it under jit=True)."""
+    from numlite.jit.kernels import loops
+    from numlite.jit.kernels.conv import KIND_CONV, KIND_DEPTHWISE
+    from numlite.jit.kernels.pad import KIND as PAD
+
+    monkeypatch.setattr(loops, "COST", {KIND_CONV: 6.0, KIND_DEPTHWISE: 4.0, PAD: 1.0})
+    needed = [(False, PAD), (False, KIND_CONV), (False, KIND_DEPTHWISE)]
+    # model 6.5 and CONV_2D 6 each open a worker; DEPTHWISE (4) joins the lighter (6), PAD (1) the model's
+    assert loops.share(needed, model_cost=6.5, workers=2) == [(True, [(False, PAD)]), (False, [(False, KIND_CONV), (False, KIND_DEPTHWISE)])]
+    assert loops.share(needed, model_cost=0.0, workers=2) == [(False, [(False, KIND_CONV)]), (False, [(False, KIND_DEPTHWISE), (False, PAD)])]
+    assert loops.share(needed, model_cost=0.0, workers=1) == [(False, sorted(needed))]
+    assert loops.share([], model_cost=1.0, workers=2) == [(True, [])]

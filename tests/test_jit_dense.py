@@ -1,6 +1,7 @@
 """numlite.jit's loop kernels of large float32 FULLY_CONNECTED, SUM/MEAN and ADD/SUB/MUL
 (docs/jit.md, "Compile time of dense and element-wise ops") against LiteRT and the NumPy
-engine, bit for bit against the inlined form they replace, and with ``num_threads=2``.
+engine, bit for bit against the inlined form they replace (FULLY_CONNECTED: against its
+parallel form), and with ``num_threads=2``.
 
 The kernel test files (tests/test_dense.py, test_reduce.py, test_binary.py) run both engines
 on small tensors, which stay inline. One model here (numlite's writer) holds the large forms,
@@ -27,6 +28,7 @@ from numlite.jit.kernels import binary, conv, dense, reduce  # noqa: E402  (impo
 
 NONE, RELU, RELU_N1_TO_1, RELU6 = 0, 1, 2, 3
 LARGE_NODES = 8  # the nodes of dense_model above the kernel thresholds
+FULLY_CONNECTED_OUTPUTS = 2  # dense_model's first outputs
 
 
 def dense_model() -> tuple[bytes, list[np.ndarray]]:
@@ -75,6 +77,18 @@ def compiled(jit_cache):
     return model, inputs, result
 
 
+def _run(interpreter, inputs) -> list[np.ndarray]:
+    """Set the inputs, invoke, get the outputs, with no re-allocation: allocate_tensors() would
+    generate the code again outside the fixture's patches (the inline and parallel forms would
+    become the default ones), so the form that ran is checked too."""
+    source = interpreter._jit.engines[0].source
+    for d, value in zip(interpreter.get_input_details(), inputs):
+        interpreter.set_tensor(d["index"], value)
+    interpreter.invoke()
+    assert interpreter._jit.engines[0].source == source
+    return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+
+
 def _calls(interpreter) -> int:
     """How many nodes of the generated function call a loop kernel."""
     source = interpreter._jit.engines[0].source
@@ -89,21 +103,43 @@ def test_large_nodes_run_as_loop_kernels_and_match_litert(compiled):
     names = [d["name"] for d in interpreter.get_output_details()]
     assert report["compiled"] and report["operators"] == len(names), report
     assert _calls(interpreter) == LARGE_NODES and _calls(result["inline"]) == 0
+    # the entry points the engine has compiled (or loaded) before the first run: the kinds called
+    kinds = {dense.KIND, reduce.KIND, binary.KIND}
+    assert interpreter._jit.engines[0].loop_kernels == {(False, kind) for kind in kinds}
+    assert result["parallel"]._jit.engines[0].loop_kernels == {(True, dense.KIND), (True, binary.KIND), (False, reduce.KIND)}
+    assert result["inline"]._jit.engines[0].loop_kernels == set()
     for seed in (0, 1):  # twice: the second invoke reuses the arenas
         feed = [rng_floats(v.shape, 40 + 7 * seed + k, -3.0, 3.0) for k, v in enumerate(inputs)]
-        _matches_litert_and_numpy(model, run_interpreter(interpreter, feed), feed, names)
+        _matches_litert_and_numpy(model, _run(interpreter, feed), feed, names)
 
 
 def test_kernels_equal_the_inlined_form_bit_for_bit(compiled):
-    """The same summation order and float32 operations: the loop kernels (serial and parallel)
-    give exactly the bits of the inlined loops they replace."""
+    """The same summation order and float32 operations: the SUM/MEAN and ADD/SUB/MUL loop
+    kernels (serial and parallel) give exactly the bits of the inlined loops they replace. The
+    FULLY_CONNECTED kernel sums each output in eight partial sums, where the inlined loop sums
+    in ``k`` order (so it reads the weights in place), so it is held to LiteRT at 1e-5 (the test
+    above) and to its parallel form bit for bit: each output is summed alike in every unit."""
     model, inputs, result = compiled
     names = [d["name"] for d in result["kernels"].get_output_details()]
-    expected = run_interpreter(result["inline"], inputs)
+    expected = _run(result["inline"], inputs)
     assert result["parallel"]._jit.engines[0].threads == min(2, numba.config.NUMBA_NUM_THREADS)
-    for key in ("kernels", "parallel"):
-        for got, want, name in zip(run_interpreter(result[key], inputs), expected, names):
-            np.testing.assert_array_equal(got, want, err_msg=f"{name}: {key} against the inlined form")
+    serial = _run(result["kernels"], inputs)
+    for got, want, name in zip(_run(result["parallel"], inputs), serial, names):
+        np.testing.assert_array_equal(got, want, err_msg=f"{name}: parallel against serial")
+    for got, want, name in list(zip(serial, expected, names))[FULLY_CONNECTED_OUTPUTS:]:
+        np.testing.assert_array_equal(got, want, err_msg=f"{name}: kernels against the inlined form")
+
+
+def test_fully_connected_kernel_reads_the_weights_in_place(compiled):
+    """No transposed copy of a FULLY_CONNECTED kernel's weights: the model's own buffers are
+    read (shared_constant_bytes), and the generator's constants (the other nodes' index maps,
+    the biases) are smaller than one copy of them."""
+    model, inputs, result = compiled
+    weights = (130 * 302 + 64 * 302) * 4
+    kernels, inline = (result[key].jit_report()["subgraphs"][0] for key in ("kernels", "inline"))
+    assert kernels["shared_constant_bytes"] >= weights
+    assert kernels["constant_bytes"] < weights // 2, kernels
+    assert inline["constant_bytes"] >= weights  # the inlined form's transposed copy: what the kernel saves
 
 
 def blas_model() -> tuple[bytes, list[np.ndarray]]:
@@ -161,16 +197,6 @@ def test_products_of_many_rows_run_in_numpys_blas(jit_cache, monkeypatch):
             numpy_engine.allocate_tensors()
             for a, b, name in zip(got, run_interpreter(numpy_engine, inputs), names):
                 np.testing.assert_array_equal(a, b, err_msg=f"{name}: BLAS from compiled code against the NumPy engine")
-    # Beside Numba's parallel kernels BLAS runs on one thread (two pools of spinning workers)
-    with pytest.MonkeyPatch.context() as patch:  # (run_interpreter allocates again: patched throughout)
-        patch.setattr(conv, "PARALLEL_MIN_WORK", 0)
-        parallel = numlite.Interpreter(model_content=model, jit=True, num_threads=2)
-        parallel.allocate_tensors()
-        entered.clear()
-        got = run_interpreter(parallel, inputs)
-    assert parallel._jit.engines[0].threads == min(2, numba.config.NUMBA_NUM_THREADS)
-    assert entered == [1]
-    _matches_litert_and_numpy(model, got, inputs, names)
     # Beside Numba's parallel kernels BLAS runs on one thread (two pools of spinning workers)
     with pytest.MonkeyPatch.context() as patch:  # (run_interpreter allocates again: patched throughout)
         patch.setattr(conv, "PARALLEL_MIN_WORK", 0)

@@ -19,6 +19,7 @@ import importlib.util
 import os
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -128,8 +129,18 @@ def write_module(source: str) -> Path:
     return path
 
 
+_LOADING = threading.Lock()
+
+
 def load_module(path: Path) -> ModuleType:
-    """Import a generated module from its file (once per process)."""
+    """Import a generated module from its file (once per process). Under a lock: ``"auto"``'s
+    lookup thread and its compile thread may load one module at once, and the second would
+    otherwise find it in ``sys.modules`` before its code ran (no ``main`` yet)."""
+    with _LOADING:
+        return _load_module(path)
+
+
+def _load_module(path: Path) -> ModuleType:
     name = path.stem
     if name in sys.modules:
         return sys.modules[name]

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import numpy as np
 
-from numlite.jit.kernels import EMITTERS, QUANTIZED_EMITTERS, NotCompiled
+from numlite.jit.kernels import EMITTERS, QUANTIZED_EMITTERS, NotCompiled, loops
 
 if TYPE_CHECKING:
     from numlite.interpreter.runtime import SubgraphRuntime
@@ -360,6 +360,7 @@ class Generator:
         self.threads = _threads(getattr(interpreter, "num_threads", None))  # for the loop kernels' prange
         self.parallel = False  # an emitter called a parallel loop kernel: the engine sets the thread count
         self.blas = False  # an emitter calls NumPy's BLAS (kernels/blas.py): the engine sizes its pool
+        self.loop_kernels: frozenset[tuple[bool, int]] = frozenset()  # (parallel, kind) of the loop kernels called
         self.numbers: list[int] = []  # the integers and floats lifted out of the source (see lift)
         self.floats: list[float] = []
 
@@ -392,6 +393,10 @@ class Generator:
         self.subgraph(self.root, [s for _, s, _ in self.inputs], out_slots, (), 1)
         returned = self._return_dynamic_outputs([k for k, slot in enumerate(out_slots) if slot is None])
         arenas = self.arenas
+        # The loop kernels' entry points the lines call: the engine has them compiled (or loaded)
+        # before the model runs, possibly in other processes while the model compiles.
+        alias = self.imports.get(id(loops.run), (None, None, None))[2]
+        self.loop_kernels = loops.used(self.lines, alias, arenas.constants)
         arenas.plan(self.lines, self.slots, {s for _, s, _ in (*self.inputs, *self.outputs)})
         # error_model="numpy": a float division by zero gives inf or NaN, as in the NumPy engine
         # and LiteRT (Numba's default raises ZeroDivisionError), and loops with a division

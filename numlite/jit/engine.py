@@ -51,6 +51,7 @@ log = logging.getLogger("numlite.jit")
 
 AUTO_HOT_SECONDS = 0.5  # NumPy invoke time after which "auto" compiles a root subgraph
 AUTO_MIN_INVOKES = 3  # ...and at least this many invokes (one slow first invoke is not "hot")
+COST_SECONDS, COST_LINES = 7.0, 640  # a model's compile, roughly (CompiledModel.model_cost)
 
 # Observers of the engines (the test suite records with them what ran where): each is called as
 # ``observer(event, manager, root)``. Events: "made" (a JitManager was made; root -1),
@@ -110,6 +111,7 @@ class CompiledModel:
         from numlite.jit.kernels.common import CTL_SIZE
 
         self.ctl_size = gen.ctl_size
+        self.loop_kernels = gen.loop_kernels  # filled (loops.ensure) before the model first runs
         # The numbers lifted out of the source (codegen.lift): written into ctl by _bind.
         self.numbers_at = gen.numbers_at
         self.numbers = np.array(gen.numbers, np.int64)
@@ -150,6 +152,7 @@ class CompiledModel:
 
         started = time.perf_counter()
         self.path = cache.write_module(self.source)
+        helpers = None if compiled_in_child else self._kernels_elsewhere()
         module = cache.load_module(self.path)
         self.ctl = np.zeros(self.ctl_size, np.int64)
         flushes = _flushes(self.interpreter)
@@ -162,10 +165,47 @@ class CompiledModel:
         # 0.5 us of Numba's dispatcher per call); the arenas' types never change for a source.
         signature = (numba.typeof(self.A), numba.typeof(self.ctl))
         self.reused = signature in fn.overloads
-        entry = fn.compile(signature)
+        try:
+            entry = fn.compile(signature)
+        except BaseException:
+            if helpers is not None:
+                helpers.kill()
+            raise
+        if helpers is not None:
+            helpers.wait()  # (what they failed to compile is compiled below, here)
         self.cache_hit = bool(fn.stats.cache_hits) and not fn.stats.cache_misses
+        from numlite.jit.kernels import loops
+
+        loops.ensure(self.loop_kernels)  # the code calls them through their addresses: never run without
         self.compile_seconds = time.perf_counter() - started
         self.fn = entry
+
+    @property
+    def model_cost(self) -> float:
+        """The CPU seconds the model's own function takes to compile, roughly (how a cold
+        compile's work is shared out: numlite.jit.compile_child): MobileNetV2's module
+        (COST_LINES lines) took about COST_SECONDS s of CPU on the machine of docs/jit.md."""
+        return COST_SECONDS * self.source.count("\n") / COST_LINES
+
+    def _kernels_elsewhere(self) -> Any:
+        """``jit=True`` on a machine where Numba's cache lacks loop kernels this model calls:
+        the kernels the model's compile here is not given (numlite.jit.kernels.loops.share) are
+        compiled in child processes meanwhile (None when there are none); this process
+        compiles the others now."""
+        from numlite.jit import compile_child
+        from numlite.jit.kernels import loops
+
+        missing = loops.ensure(self.loop_kernels, compile_missing=False)
+        if not missing:
+            return None
+        model_cost = 0.0 if compile_child.compiled_before(self.path) else self.model_cost
+        shares = loops.share(missing, model_cost, compile_child.workers(), startup=compile_child.STARTUP_SECONDS)
+        mine, theirs = shares[0][1], [items for _, items in shares[1:]]  # the model's share (first) is this process's
+        helpers = compile_child.Child([compile_child.command(None, (), items) for items in theirs]) if theirs else None
+        if helpers is not None and helpers.start_error is not None:
+            helpers = None  # compiled here, by the final ensure
+        loops.ensure(mine)
+        return helpers
 
     def _bind(self) -> None:
         """The arenas (constants copied in) and the views of the root's inputs and outputs,
@@ -637,10 +677,12 @@ def _compile_in_child(ref: "weakref.ref[JitManager]", root: int, epoch: int) -> 
         if manager is None or built is None or not manager.current_epoch(root, epoch):
             return
         path, dtypes = cache.write_module(built.source), built.arenas.dtypes
+        kernels, model_cost = built.loop_kernels, built.model_cost
         del manager, built  # no strong reference while waiting: the interpreter may be collected
-        # Once over all processes (batch workers of one model): under the module's lock, a child
-        # compiles it unless another process did meanwhile, then this one loads it from the cache.
-        child = compile_once(path, dtypes)  # a child is killed at once when this process exits
+        # Once over all processes (batch workers of one model): under the module's lock, children
+        # compile it (and the loop kernels it needs, when new) unless another process did
+        # meanwhile, then this one loads it from the cache.
+        child = compile_once(path, dtypes, kernels, model_cost)  # children are killed at once when this process exits
         manager = ref()
         if child is None:  # compiled by another process: loaded here
             if manager is not None and manager.current_epoch(root, epoch):

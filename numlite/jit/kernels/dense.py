@@ -1,26 +1,31 @@
-"""FULLY_CONNECTED on float32 as compiled loops: with constant weights, stored transposed once
-([K, N]), each output row accumulates ``x[m, k] * w_t[k, :]`` over ``k`` (a contiguous inner
-loop LLVM vectorizes, summing each output in ``k`` order as a plain dot product does); with
-weights from data, one dot product per output. Then the bias and the fused activation in one
-pass. (Numba's ``np.dot`` would call BLAS, but needs SciPy and costs seconds of compile time
-for reshapes and their error paths; see docs/jit.md.)
+"""FULLY_CONNECTED on float32 as compiled loops. Inlined (small nodes): with constant weights,
+stored transposed once ([K, N]), each output row accumulates ``x[m, k] * w_t[k, :]`` over ``k``
+(a contiguous inner loop LLVM vectorizes, summing each output in ``k`` order as a plain dot
+product does); with weights from data, one dot product per output. Then the bias and the fused
+activation in one pass. (Numba's ``np.dot`` would call BLAS, but needs SciPy and costs seconds
+of compile time for reshapes and their error paths; see docs/jit.md.)
 
 A node of at least :data:`KERNEL_MIN_WORK` multiply-adds with constant weights is a loop kernel
 (:mod:`numlite.jit.kernels.loops`, kind :data:`KIND`), compiled once per machine and called
 through its address: its lines, inlined into the model's function, cost about a second of the
 model's compile each (MobileNetV2's classifier; docs/jit.md, "Compile time of dense and
-element-wise ops"). Its units are rows, or with ``num_threads`` blocks of output columns of a
-row, shared among the threads. Every output is summed in the same order either way, so both
-forms give the same bits."""
+element-wise ops"). It reads the model's weights in place, ``[N, K]`` (no second copy: 5 MB
+for MobileNetV2's classifier), one dot product per output in eight partial sums. Its units are
+rows, or with ``num_threads`` blocks of output columns of a row, shared among the threads.
+Every output is summed in the same order either way, so both forms give the same bits."""
 
 from __future__ import annotations
 
 import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
 
 from numlite.jit.kernels import conv, emits
 from numlite.jit.kernels.binary import activation_range
 from numlite.jit.kernels.common import body, clip, each, kernel, require
 from numlite.jit.kernels.conv import call
+from numlite.jit.kernels.simd import f32x8, fill, fma, load, load_n
 
 F32 = np.dtype(np.float32)
 KIND = 10  # the loop kernel kind (numlite.jit.kernels.loops)
@@ -30,7 +35,7 @@ KERNEL_MIN_WORK = 1 << 14  # multiply-adds; smaller nodes stay inline (a call co
 BLAS_MIN_ROWS = 2
 BLAS_MIN_WORK = 1 << 16
 BLAS_MIN_BATCH_WORK = 1 << 9  # BATCH_MATMUL's own kernel, an element loop, is 10-45x slower above it
-M, K, N, ACT, BIAS, BLOCK = range(6)  # the int64 parameters; the float32 ones: low, high, bias[N], w_t[K * N]
+M, K, N, ACT, BIAS, BLOCK = range(6)  # the int64 parameters; the float32 ones: low, high, bias[N] (the weights: src)
 
 
 @kernel
@@ -62,53 +67,88 @@ def fc_setup(x, o, src, f, p):
     return p[M] * ((p[N] + p[BLOCK] - 1) // p[BLOCK])
 
 
+@intrinsic
+def _lanes_sum(typingctx, v):
+    """The sum of the eight lanes of ``v``, lane 0 first."""
+    if v != f32x8:
+        return None
+
+    def codegen(context, builder, signature, args):
+        total = builder.extract_element(args[0], ir.Constant(ir.IntType(32), 0))
+        for lane in range(1, 8):
+            total = builder.fadd(total, builder.extract_element(args[0], ir.Constant(ir.IntType(32), lane)))
+        return total
+
+    return types.float32(v), codegen
+
+
+@njit(inline="always")
+def _dot(xs, w, k):
+    """``xs . w`` over ``k`` values: eight partial sums (``j`` modulo 8), then their sum."""
+    acc = fill(0.0)
+    j = 0
+    while j + 8 <= k:
+        acc = fma(load(xs, j), load(w, j), acc)
+        j += 8
+    if j < k:
+        acc = fma(load_n(xs, j, k - j), load_n(w, j, k - j), acc)
+    return _lanes_sum(acc)
+
+
+@njit(inline="always")
+def _finish(total, c, f, bias, act, low, high):
+    """An output: ``+ bias`` and the clamp, as the inlined form's element loop."""
+    if bias:
+        total = total + f[2 + c]
+    if act:
+        total = clip(total, low, high)
+    return total
+
+
 @body
-def fc_units(x, o, src, f, p, u0, u1):
-    """Units ``[u0, u1)``: output columns ``[c0, c1)`` of row ``r``. Each output adds its
-    products in ``k`` order from 0, as :func:`rows_times_transposed` does, four ``k`` at a
-    time in a register (a quarter of the loads and stores of the row; the same additions in
-    the same order), then ``+ bias`` and the clamp (as the inlined form's element loop)."""
+def fc_units(x, o, w, f, p, u0, u1):
+    """Units ``[u0, u1)``: output columns ``[c0, c1)`` of row ``r``. ``w`` is the node's
+    weights, ``[N, K]``, the model's own array read in place (no transposed copy): each
+    output is a dot product of the input row with a weight row, summed in eight partial sums
+    (``k`` modulo 8, fused multiply-adds) then added lane by lane. Four outputs at a time share
+    the loads of the input row. An output is summed the same way whatever unit holds it, so the
+    serial and parallel forms give the same bits."""
     k, n, act, bias, block = p[K], p[N], p[ACT], p[BIAS], p[BLOCK]
     blocks = (n + block - 1) // block
     low, high = f[0], f[1]
-    w_t = f[2 + n :]
     for u in range(u0, u1):
         r = u // blocks
         c0 = (u - r * blocks) * block
         c1 = min(c0 + block, n)
-        row = o[r * n + c0 : r * n + c1]
         xs = x[r * k : (r + 1) * k]
-        width = c1 - c0
-        for c in range(width):
-            row[c] = 0
-        j = 0
-        while j + 4 <= k:
-            v0, v1, v2, v3 = xs[j], xs[j + 1], xs[j + 2], xs[j + 3]
-            w0 = w_t[j * n + c0 : j * n + c1]
-            w1 = w_t[(j + 1) * n + c0 : (j + 1) * n + c1]
-            w2 = w_t[(j + 2) * n + c0 : (j + 2) * n + c1]
-            w3 = w_t[(j + 3) * n + c0 : (j + 3) * n + c1]
-            for c in range(width):
-                acc = row[c]
-                acc += v0 * w0[c]
-                acc += v1 * w1[c]
-                acc += v2 * w2[c]
-                acc += v3 * w3[c]
-                row[c] = acc
-            j += 4
-        while j < k:
-            v = xs[j]
-            weights = w_t[j * n + c0 : j * n + c1]
-            for c in range(width):
-                row[c] += v * weights[c]
-            j += 1
-        if bias:
-            b = f[2 + c0 : 2 + c1]  # slices indexed from 0: no wraparound test, so LLVM vectorizes
-            for c in range(width):
-                row[c] = row[c] + b[c]
-        if act:
-            for c in range(width):
-                row[c] = clip(row[c], low, high)
+        row = o[r * n : (r + 1) * n]
+        c = c0
+        while c + 4 <= c1:
+            w0, w1 = w[c * k : (c + 1) * k], w[(c + 1) * k : (c + 2) * k]
+            w2, w3 = w[(c + 2) * k : (c + 3) * k], w[(c + 3) * k : (c + 4) * k]
+            a0, a1, a2, a3 = fill(0.0), fill(0.0), fill(0.0), fill(0.0)
+            j = 0
+            while j + 8 <= k:
+                v = load(xs, j)
+                a0 = fma(v, load(w0, j), a0)
+                a1 = fma(v, load(w1, j), a1)
+                a2 = fma(v, load(w2, j), a2)
+                a3 = fma(v, load(w3, j), a3)
+                j += 8
+            if j < k:
+                v = load_n(xs, j, k - j)
+                a0 = fma(v, load_n(w0, j, k - j), a0)
+                a1 = fma(v, load_n(w1, j, k - j), a1)
+                a2 = fma(v, load_n(w2, j, k - j), a2)
+                a3 = fma(v, load_n(w3, j, k - j), a3)
+            row[c] = _finish(_lanes_sum(a0), c, f, bias, act, low, high)
+            row[c + 1] = _finish(_lanes_sum(a1), c + 1, f, bias, act, low, high)
+            row[c + 2] = _finish(_lanes_sum(a2), c + 2, f, bias, act, low, high)
+            row[c + 3] = _finish(_lanes_sum(a3), c + 3, f, bias, act, low, high)
+            c += 4
+        while c < c1:
+            row[c] = _finish(_dot(xs, w[c * k : (c + 1) * k], k), c, f, bias, act, low, high)
+            c += 1
 
 
 @emits("FULLY_CONNECTED")
@@ -128,15 +168,14 @@ def emit(node, g) -> None:
         _bias_and_activation(g, out, bias, n, clamp)
         return
     if w.value is not None and m * k * n >= KERNEL_MIN_WORK and (bias is None or bias.value is not None):
-        w_t = np.asarray(w.value, np.float32).reshape(n, k).T
         b = np.zeros(n, np.float32) if bias is None else np.asarray(bias.value, np.float32).reshape(n)
-        floats = np.concatenate([np.array(clamp or (0.0, 0.0), np.float32), b, w_t.reshape(-1)])
+        floats = np.concatenate([np.array(clamp or (0.0, 0.0), np.float32), b])  # the weights: read in place (w)
         # Units: whole rows, or with threads and fewer than two rows per thread, one block of
         # columns per thread and row (a multiple of 16). Not smaller: each unit reads its block
         # of every row of w_t, and blocks of 256 columns took twice the time of whole rows.
         threads = g.gen.threads if m * k * n >= conv.PARALLEL_MIN_WORK else 1
         block = n if threads <= 1 or m >= 2 * threads else min(n, 16 * -(-n // (16 * threads)))
-        call(g, KIND, x, out, x, [m, k, n, int(clamp is not None), int(bias is not None), block], floats, work=m * k * n)
+        call(g, KIND, x, out, w, [m, k, n, int(clamp is not None), int(bias is not None), block], floats, work=m * k * n)
         return
     if w.value is not None:
         w_t = g.const(np.ascontiguousarray(np.asarray(w.value, np.float32).reshape(n, k).T))
