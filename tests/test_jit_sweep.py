@@ -11,8 +11,9 @@ the compiled kernels:
   ``allocate_tensors``, without compiling): a form it refuses (``NotCompiled``) stays on NumPy,
   and the summary counts it by reason;
 - the forms it generates are merged into models of at most ``MAX_NODES`` nodes (their subgraphs
-  side by side), each compiled once with ``jit=True``, asserted to have compiled whole and run
-  compiled, invoked once as the sweep invokes;
+  side by side), each compiled once with ``jit=True`` (forms of one generated source are spread
+  over models of one source, which share a compile: see ``plan``), asserted to have compiled
+  whole and run compiled, invoked once as the sweep invokes;
 - each form's outputs are compared with LiteRT's outputs of its one-op model, which the sweep's
   machinery computed (``builtin_ops.litert_outcomes``, one LiteRT child process per test
   process, shared with test_builtin_ops.py) exactly as the sweep compares them
@@ -44,14 +45,14 @@ import builtin_ops  # noqa: E402
 CASES, _ = builtin_ops.load_cases()
 BY_ID = {builtin_ops.case_id(c): c for c in CASES}
 
-# Nodes per merged model. Numba's compile time grows faster than the function: measured here on
-# the sweep's forms, in chunks of 8 about 0.2-0.3 s a node; 16 nodes 2.9 s, 32 nodes 7.8 s, 64
-# nodes 126 s (load 3-4; see docs/jit.md, "Testing both engines").
+# Nodes per merged model, measured (docs/jit.md, "Testing both engines"): all the forms compiled
+# in chunks of 4, 8 and 16 nodes took 158, 147 and 144 s (load 1.2-2.4), but one chunk of 64 nodes
+# took 126 s (Numba's time grows faster than the function); 8 fails smaller and shards finer.
 MAX_NODES = 8
-# The merged models are dealt round-robin to this many tests, so pytest-xdist's workers share them.
+# The families of merged models are dealt round-robin to this many tests (xdist's workers share them).
 SHARDS = 6
 # The forms this file judges: fewer means forms silently left out (a generator refusing more
-# than it did, or the plan broken). 444 were judged when this was written.
+# than it did, or the plan broken). 520 were judged when this was written.
 FLOOR = 400
 
 
@@ -91,19 +92,26 @@ class Form:
     feeds: list[np.ndarray]
     nodes: int
     outputs: int
+    source: str  # the generated module of its one-op model (sizes lifted out: one per structure)
 
 
 @dataclass
 class Plan:
-    """The forms merged for compiling, and why each other form is not judged here."""
+    """The forms merged for compiling, and why each other form is not judged here. A family is a
+    list of merged models of one structure (the m-th model holds the m-th form of each of its
+    structures), so its models after the first reuse the first one's compile."""
 
-    chunks: list[list[Form]] = field(default_factory=list)
+    families: list[list[list[Form]]] = field(default_factory=list)
     left: dict[str, str] = field(default_factory=dict)  # case id -> why it is not judged compiled
     broken: dict[str, str] = field(default_factory=dict)  # case id -> the generator's exception (a defect)
 
     @property
     def judged(self) -> int:
-        return sum(len(chunk) for chunk in self.chunks)
+        return sum(len(forms) for family in self.families for forms in family)
+
+    @property
+    def models(self) -> int:
+        return sum(len(family) for family in self.families)
 
 
 def classify(cid: str, outcome: builtin_ops.LiteRTOutcome) -> Form | str:
@@ -126,16 +134,20 @@ def classify(cid: str, outcome: builtin_ops.LiteRTOutcome) -> Form | str:
     interpreter = numlite.Interpreter(model_content=model, jit=False)
     interpreter.allocate_tensors()  # LiteRT runs it, and so does the sweep's NumPy side
     try:
-        Generator(interpreter, 0).generate()  # what the engine runs at allocate_tensors(), without compiling
+        source = Generator(interpreter, 0).generate()  # what the engine runs at allocate_tensors(), without compiling
     except NotCompiled as e:
         return f"stays on NumPy: {str(e).split(': ', 1)[-1]}"  # the reason without the node's place
-    return Form(cid, model, feeds, len(subgraphs[0].operators), len(subgraphs[0].outputs))
+    return Form(cid, model, feeds, len(subgraphs[0].operators), len(subgraphs[0].outputs), source)
 
 
 @lru_cache(maxsize=1)
 def plan() -> Plan:
-    """Every sweep case classified, the generated forms in chunks of at most MAX_NODES nodes."""
-    outcomes, result, chunk = builtin_ops.litert_outcomes(CASES), Plan(), []
+    """Every sweep case classified, the generated forms in merged models of at most MAX_NODES nodes.
+    Forms of one structure (the same one-op source: ABS-f32-r1 and -r4) are grouped by how many
+    there are, and the m-th models of a family hold the m-th form of each structure, so the
+    family's models share one source, hence one compile."""
+    outcomes, result = builtin_ops.litert_outcomes(CASES), Plan()
+    structures: dict[str, list[Form]] = collections.defaultdict(list)
     for cid in BY_ID:
         try:
             form = classify(cid, outcomes[cid])
@@ -145,13 +157,22 @@ def plan() -> Plan:
         if isinstance(form, str):
             result.left[cid] = form
             continue
-        if chunk and sum(f.nodes for f in chunk) + form.nodes > MAX_NODES:
-            result.chunks.append(chunk)
-            chunk = []
-        chunk.append(form)
-    if chunk:
-        result.chunks.append(chunk)
+        structures[form.source].append(form)
+    by_count: dict[int, list[list[Form]]] = collections.defaultdict(list)
+    for forms in structures.values():
+        by_count[len(forms)].append(forms)
+    for count, groups in sorted(by_count.items()):
+        chunk: list[list[Form]] = []  # structures, each a list of `count` forms
+        for forms in groups + [[]]:  # (an empty structure ends the last family)
+            if chunk and (not forms or sum(f[0].nodes for f in chunk) + forms[0].nodes > MAX_NODES):
+                result.families.append([[f[m] for f in chunk] for m in range(count)])
+                chunk = []
+            if forms:
+                chunk.append(forms)
     return result
+
+
+COMPILES: collections.Counter = collections.Counter()  # merged models compiled, and reused (a family's)
 
 
 def run_compiled(forms: list[Form]) -> list[np.ndarray]:
@@ -170,6 +191,7 @@ def run_compiled(forms: list[Form]) -> list[np.ndarray]:
     report = interpreter.jit_report()["subgraphs"][0]
     assert report["compiled"], f"not compiled whole: {report.get('reason')}"
     assert runs["ran compiled"] == 1 and not runs["ran on numpy"], dict(runs)
+    COMPILES.update(["reused" if report["reused"] or report["cache_hit"] else "compiled"])
     return outputs
 
 
@@ -196,6 +218,19 @@ def judge(forms: list[Form]) -> dict[str, str]:
     return verdicts
 
 
+def summary(left: dict[str, str]) -> list[str]:
+    """One line per reason, the op's name in it generalized: "12  no compiled kernel for <op> (CUMSUM, ...)"."""
+    ops_by_reason: dict[str, list[str]] = collections.defaultdict(list)
+    for cid, reason in left.items():
+        op = BY_ID[cid].op
+        ops_by_reason[reason.replace(op, "<op>")].append(op)
+    lines = []
+    for reason, ops in sorted(ops_by_reason.items(), key=lambda item: -len(item[1])):
+        named = f" ({', '.join(sorted(set(ops)))})" if "<op>" in reason else ""
+        lines.append(f"{len(ops):4d}  {reason}{named}")
+    return lines
+
+
 @pytest.fixture(autouse=True)
 def jit_cache(jit_cache_dir, monkeypatch):
     from numlite import jit
@@ -209,22 +244,23 @@ def test_plan_judges_the_covered_forms():
     """Prints what is judged compiled and why the rest is not; the generator raised nothing but
     NotCompiled, and the forms judged are not fewer than FLOOR."""
     p = plan()
-    reasons = collections.Counter(p.left.values())
-    print(f"\ncompiled engine on the builtin sweep: {p.judged} forms compiled and judged in {len(p.chunks)}"
-          f" merged models; {len(p.left)} not judged here:")
-    for reason, count in reasons.most_common():
-        print(f"  {count:4d}  {reason}")
+    print(f"\ncompiled engine on the builtin sweep: {p.judged} forms compiled and judged in {p.models}"
+          f" merged models, {len(p.families)} families of one source each; {len(p.left)} not judged here:")
+    for line in summary(p.left):
+        print(f"  {line}")
     assert not p.broken, "allocate_tensors or the generator raised (not NotCompiled):\n" + "\n".join(f"{k}: {v}" for k, v in p.broken.items())
     assert p.judged >= FLOOR, f"only {p.judged} forms judged compiled (floor {FLOOR})"
 
 
 @pytest.mark.parametrize("shard", range(SHARDS))
 def test_compiled_forms_match_litert(shard):
-    chunks = plan().chunks[shard::SHARDS]
-    assert chunks, "no merged model in this shard"
+    families = plan().families[shard::SHARDS]
+    assert families, "no merged model in this shard"
     verdicts = {}
-    for forms in chunks:
-        verdicts.update(judge(forms))
-    print(f"\nshard {shard}: {len(verdicts)} forms compiled and judged in {len(chunks)} merged models")
+    for family in families:
+        for forms in family:
+            verdicts.update(judge(forms))
+    print(f"\nshard {shard}: {len(verdicts)} forms compiled and judged in {sum(map(len, families))} merged models"
+          f" (in this process so far: {dict(COMPILES)})")
     failed = {cid: v for cid, v in verdicts.items() if v != builtin_ops.OK}
     assert not failed, "compiled forms that differ from LiteRT:\n" + "\n".join(f"{k}: {v}" for k, v in failed.items())
