@@ -160,9 +160,19 @@ def compare(case: OpCase, expected: Sequence[np.ndarray], actual: Sequence[np.nd
 LiteRTOutcome = tuple[str, list[list[np.ndarray]] | None]
 
 
+_OUTCOMES: dict[tuple[str, ...], dict[str, LiteRTOutcome]] = {}  # by the case ids asked, per process
+
+
 def litert_outcomes(cases: Sequence[OpCase]) -> dict[str, LiteRTOutcome]:
-    """LiteRT's status and outputs for every case, by case id."""
+    """LiteRT's status and outputs for every case, by case id. Kept for the process (do not
+    change the dict): tests/test_builtin_ops.py and tests/test_jit_sweep.py share one LiteRT run."""
     ids = [case_id(c) for c in cases]
+    if tuple(ids) not in _OUTCOMES:
+        _OUTCOMES[tuple(ids)] = _run_litert_outcomes(ids)
+    return _OUTCOMES[tuple(ids)]
+
+
+def _run_litert_outcomes(ids: list[str]) -> dict[str, LiteRTOutcome]:
     results: dict[str, LiteRTOutcome] = {}
     with tempfile.TemporaryDirectory(prefix="builtin-ops-") as tmp:
         todo = list(ids)

@@ -9,6 +9,11 @@ match yet is a strict xfail naming the gap, so that closing it fails the test un
 from KNOWN_GAPS.
 
 LiteRT runs all the forms once per session, in a child process (some forms abort LiteRT).
+
+The sweep runs on the NumPy engine only (``builtin_ops.run_numlite`` passes ``jit=False``; this
+file is not in conftest's ENGINE_FILES): a compile per one-op form would cost minutes of CI.
+tests/test_jit_sweep.py judges the compiled engine on every form it covers, several forms merged
+into one model per compile, against the same LiteRT outputs.
 """
 
 from __future__ import annotations
