@@ -68,8 +68,8 @@ def pool_units(x, o, src, f, p, u0, u1):
                     store_n(o, q + ch, acc, lanes)
 
 
-@emits("MAX_POOL_2D", "AVERAGE_POOL_2D")
-def emit_pool(node: Any, g: Any) -> None:
+def _window(node: Any) -> tuple:
+    """``(x, out, (n, h, w, c, oh, ow, fh, fw, sh, sw, top, left))`` of a float32 NHWC pool."""
     (x,), (out,) = node.ins, node.outs
     require(x.dtype == F32 == out.dtype, f"{node.op_name} of {x.dtype.name} is not compiled")
     require(len(x.shape) == len(out.shape) == 4, f"{node.op_name} of {x.shape} is not compiled")
@@ -79,6 +79,12 @@ def emit_pool(node: Any, g: Any) -> None:
     fh, fw = int(opts.filter_height), int(opts.filter_width)
     (sh, sw), _, (oh, ow), (top, left) = geometry(node, x, fh, fw, dilated=False)
     require(out.shape == (n, oh, ow, c), f"{node.op_name} into {out.shape} is not compiled")
+    return x, out, (n, h, w, c, oh, ow, fh, fw, sh, sw, top, left)
+
+
+@emits("MAX_POOL_2D", "AVERAGE_POOL_2D")
+def emit_pool(node: Any, g: Any) -> None:
+    x, out, (n, h, w, c, oh, ow, fh, fw, sh, sw, top, left) = _window(node)
     if out.size == 0:
         return
     act, limits = clamp_range(node, out)
@@ -116,14 +122,7 @@ def l2_pool(x, o, n, h, w, c, oh, ow, fh, fw, sh, sw, top, left, act, low, high)
 
 @emits("L2_POOL_2D")
 def emit_l2_pool(node: Any, g: Any) -> None:
-    (x,), (out,) = node.ins, node.outs
-    require(x.dtype == F32 == out.dtype and len(x.shape) == len(out.shape) == 4, f"{node.op_name} of {x.dtype.name} {x.shape} is not compiled")
-    opts = node.options
-    require(opts is not None, f"{node.op_name} without options is not compiled")
-    n, h, w, c = x.shape
-    fh, fw = int(opts.filter_height), int(opts.filter_width)
-    (sh, sw), _, (oh, ow), (top, left) = geometry(node, x, fh, fw, dilated=False)
-    require(out.shape == (n, oh, ow, c), f"{node.op_name} into {out.shape} is not compiled")
+    x, out, (n, h, w, c, oh, ow, fh, fw, sh, sw, top, left) = _window(node)
     if out.size == 0:
         return
     act, (low, high) = clamp_range(node, out)
