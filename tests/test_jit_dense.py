@@ -215,3 +215,47 @@ def test_products_of_many_rows_run_in_numpys_blas(jit_cache, monkeypatch):
     interpreter.allocate_tensors()
     assert "blas." not in interpreter._jit.engines[0].source
     _matches_litert_and_numpy(model, run_interpreter(interpreter, inputs), inputs, names)
+
+
+def attention_model() -> "keras.Model":  # noqa: F821  (imported inside)
+    """A Keras encoder block over a sequence of 16 steps: a Dense over the sequence, self-attention
+    of 2 heads, a Dense to 10 (what a converter makes of it: FULLY_CONNECTED of 16 rows and
+    BATCH_MATMULs of the heads)."""
+    import keras
+
+    keras.utils.set_random_seed(3)
+    inputs = keras.Input((16, 24), batch_size=1)
+    h = keras.layers.Dense(128, activation="relu")(inputs)
+    h = keras.layers.MultiHeadAttention(num_heads=2, key_dim=32)(h, h)
+    return keras.Model(inputs, keras.layers.Dense(10)(h))
+
+
+@pytest.mark.parametrize("converter", ["official", "numlite"])
+def test_converted_attention_block_runs_its_products_in_blas(jit_cache, converter):
+    """Models from the converters, not only numlite's writer, reach the BLAS path: a Keras
+    encoder block's dense layers over 16 steps (16 rows, >= 2^16 multiply-adds) call BLAS's
+    sgemm, and so do its heads' BATCH_MATMULs (both converters write them): LiteRT's results
+    within 1e-5, and the NumPy engine's, on the file each converter wrote."""
+    from helpers import convert_keras
+
+    from numlite.jit.kernels import blas
+
+    if blas.sgemm_address() is None:
+        message = "no OpenBLAS sgemm found in NumPy's BLAS: the compiled engine's BLAS path cannot run here"
+        pytest.fail(message) if sys.platform == "linux" else pytest.skip(message)
+    if converter == "official":
+        model = convert_keras(attention_model, "jit-dense-attention")
+    else:
+        model = numlite.TFLiteConverter.from_keras_model(attention_model()).convert()
+    inputs = [rng_floats((1, 16, 24), 41, -1.0, 1.0)]
+    interpreter = numlite.Interpreter(model_content=model, jit=True, num_threads=1)
+    interpreter.allocate_tensors()
+    report = interpreter.jit_report()["subgraphs"][0]
+    assert report["compiled"], report
+    source = interpreter._jit.engines[0].source
+    for kernel in ("product", "batch_product"):  # the dense layers, the heads' products
+        assert re.search(rf"^k\d+ = numlite\.jit\.kernels\.blas\.{kernel}_\d\d$", source, re.M), source
+    names = [d["name"] for d in interpreter.get_output_details()]
+    got = run_interpreter(interpreter, inputs)
+    assert np.max(np.abs(got[0])) > 0.1  # outputs of order one
+    _matches_litert_and_numpy(model, got, inputs, names)

@@ -1,6 +1,7 @@
-"""The compiled UNIDIRECTIONAL_SEQUENCE_LSTM (numlite/jit/kernels/rnn.py) against LiteRT: every
-option of the float op on one-op models written with numlite's writer (the states are variable
-tensors, carried from one invoke to the next, as LiteRT keeps them), and numlite's fused
+"""The compiled recurrent ops (numlite/jit/kernels/rnn.py) against LiteRT: every option of the
+float UNIDIRECTIONAL_SEQUENCE_LSTM, and the float RNN and UNIDIRECTIONAL_SEQUENCE_RNN, on one-op
+models written with numlite's writer (the states are variable tensors, carried from one invoke
+to the next, as LiteRT keeps them, and zeroed by ``reset_all_variables``), and numlite's fused
 conversion of a Keras LSTM end to end."""
 
 from __future__ import annotations
@@ -90,6 +91,46 @@ def test_compiled_lstm_matches_litert(form):
         assert_close(a, b, what=f"{form}, invoke {step}")
     assert not np.allclose(want[0], want[1])  # the state was carried: the two invokes differ
     compiled.reset_all_variables()  # back to zero states: the first invoke's output again
+    compiled.invoke()
+    assert_close(compiled.get_tensor(compiled.get_output_details()[0]["index"]), want[0], what=f"{form} after reset")
+
+
+def rnn_model(op: str, activation: int, time_major: bool = False, seed: int = 0):
+    """One RNN (a single step, input ``[batch, n_in]``) or UNIDIRECTIONAL_SEQUENCE_RNN of 3 inputs
+    and 5 units over 4 steps, batch 2; its state a variable tensor."""
+    rng = np.random.default_rng(seed)
+    r = lambda *shape, scale=0.6: rng.uniform(-scale, scale, shape).astype(F)  # noqa: E731
+    n_in, n, batch, steps = 3, 5, 2, 4
+    shape = (batch, n_in) if op == "RNN" else ((steps, batch, n_in) if time_major else (batch, steps, n_in))
+    ins = [x(r(*shape, scale=2.0)), k(r(n, n_in)), k(r(n, n)), k(r(n)), v(np.zeros((batch, n), F))]
+    options = {"fused_activation_function": activation}
+    if op != "RNN":
+        options["time_major"] = time_major
+    return one_op(op, ins, [out(F, shape=(*shape[:-1], n))], options)
+
+
+RNN_FORMS = {
+    "rnn-tanh": ("RNN", TANH, False),
+    "rnn-relu": ("RNN", 1, False),
+    "sequence-rnn-tanh": ("UNIDIRECTIONAL_SEQUENCE_RNN", TANH, False),
+    "sequence-rnn-time-major-relu6": ("UNIDIRECTIONAL_SEQUENCE_RNN", 3, True),
+}
+
+
+@pytest.mark.parametrize("form", RNN_FORMS)
+def test_compiled_rnn_state_across_invokes_matches_litert(form):
+    """Three invokes, each starting from the state the one before left (LiteRT's outputs
+    differ from invoke to invoke), then ``reset_all_variables``: the first invoke's output again."""
+    model, feeds = rnn_model(*RNN_FORMS[form])
+    want = _invokes(litert_interpreter(model), feeds, 3)
+    compiled = numlite.Interpreter(model_content=model, jit=True)
+    got = _invokes(compiled, feeds, 3)
+    assert compiled.jit_report()["subgraphs"][0]["compiled"], compiled.jit_report()
+    assert np.max(np.abs(want[0])) > 0.1  # outputs of order one
+    for step, (a, b) in enumerate(zip(got, want)):
+        assert_close(a, b, what=f"{form}, invoke {step}")
+    assert not np.allclose(want[0], want[1])  # the state was carried: the invokes differ
+    compiled.reset_all_variables()
     compiled.invoke()
     assert_close(compiled.get_tensor(compiled.get_output_details()[0]["index"]), want[0], what=f"{form} after reset")
 
