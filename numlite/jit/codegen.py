@@ -548,6 +548,7 @@ class FunctionGen:
         self.depth = depth
         self.where = (runtime.index, -1)
         self._pending: tuple[Any, dict[int, Slot]] | None = None  # the node whose outputs result() gives
+        self.nest: Any = None  # the loop nest of the element-wise loop being written (kernels.common.each)
 
     # -- the API of emitters ---------------------------------------------------------------------
 
