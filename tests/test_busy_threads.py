@@ -37,10 +37,12 @@ def test_idle_cores_count_only_the_cores_this_process_may_use(tmp_path):
     stat = tmp_path / "stat"
     clock, own = [100.0], [10.0]
     _stat(stat, [(0, 0)] * 4)
-    idle = parallel._IdleCores(stat=str(stat), own=lambda: own[0], clock=lambda: clock[0], cpus=[1, 3])
+    loadavg = tmp_path / "loadavg"
+    loadavg.write_text("0.50 0.40 0.30 1/345 12345\n")  # runnable now: the calling thread alone
+    idle = parallel._IdleCores(stat=str(stat), own=lambda: own[0], clock=lambda: clock[0], cpus=[1, 3], loadavg=str(loadavg))
     tick = idle.tick
     assert idle.cores == 2
-    assert idle() == 2.0  # no window yet: every core counts as idle
+    assert idle() == 2.0  # no window yet: the cores less the threads runnable now, the caller's not counted
     # one second later: cpu1 busy 1 s, cpu3 busy 1 s, of which this process 0.5 s; cpus 0 and 2 busy, not ours
     clock[0] += 1.0
     own[0] += 0.5
@@ -57,8 +59,10 @@ def test_idle_cores_of_a_quiet_machine_and_an_unreadable_file(tmp_path):
     stat = tmp_path / "stat"
     clock, own = [0.0], [0.0]
     _stat(stat, [(0, 0), (0, 0)])
-    idle = parallel._IdleCores(stat=str(stat), own=lambda: own[0], clock=lambda: clock[0], cpus=[0, 1])
-    idle()
+    loadavg = tmp_path / "loadavg"
+    loadavg.write_text("5.10 4.00 3.00 4/345 12345\n")  # three runnable threads besides the caller
+    idle = parallel._IdleCores(stat=str(stat), own=lambda: own[0], clock=lambda: clock[0], cpus=[0, 1], loadavg=str(loadavg))
+    assert idle() == 0.0  # the first window: no core idle
     clock[0] += 0.5
     own[0] += 0.9  # this process alone is busy: 0.9 s of the 0.9 s busy time is its own
     _stat(stat, [(int(0.45 / idle.tick), 0), (int(0.45 / idle.tick), 0)])
@@ -67,7 +71,7 @@ def test_idle_cores_of_a_quiet_machine_and_an_unreadable_file(tmp_path):
     stat.write_text("cpu0 x y\n")  # unreadable from now on: the last figure stays
     assert idle() == pytest.approx(2.0)
     assert not idle.readable
-    missing = parallel._IdleCores(stat=str(tmp_path / "none"), cpus=[0, 1, 2])
+    missing = parallel._IdleCores(stat=str(tmp_path / "none"), cpus=[0, 1, 2], loadavg=str(tmp_path / "none"))
     assert missing() == 3.0  # no /proc/stat (another OS): every core counts as idle
 
 

@@ -38,6 +38,9 @@ class Interpreter(InterpreterDetails):
       num_threads: the number of threads NumPy's BLAS (which runs the convolutions, fully
         connected layers and matrix products) may use during ``invoke()``; None or -1 leave the
         BLAS default. Applied through ``threadpoolctl`` (see :mod:`numlite.interpreter.threads`).
+        The compiled engine's parallel kernels run on as many. An invoke uses fewer, as few as
+        one, while other processes keep the cores busy
+        (:func:`numlite.kernels.parallel.threads_now`); the compiled engine gives the same bits.
       experimental_preserve_all_tensors: keep every intermediate tensor readable after invoke
         (each gets its own memory instead of a shared arena slot).
       custom_ops: Python implementations of ops, by custom code (or builtin name, to override

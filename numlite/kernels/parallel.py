@@ -107,7 +107,8 @@ class _IdleCores:
     WINDOW = 0.25
 
     def __init__(self, stat: str = "/proc/stat", own: Callable[[], float] | None = None,
-                 clock: Callable[[], float] = time.monotonic, cpus: Sequence[int] | None = None) -> None:
+                 clock: Callable[[], float] = time.monotonic, cpus: Sequence[int] | None = None,
+                 loadavg: str = "/proc/loadavg") -> None:
         self.tick = 1.0 / (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
         self.cpus = frozenset(cpus if cpus is not None else _affinity())
         self.cores = max(1, len(self.cpus)) if self.cpus else cpu_count()
@@ -116,6 +117,7 @@ class _IdleCores:
         self.stat = stat
         self.own = own or _own_cpu_seconds
         self.clock = clock
+        self.loadavg = loadavg
         self.readable = os.path.exists(stat)
 
     def _busy_seconds(self) -> float:
@@ -148,8 +150,22 @@ class _IdleCores:
             then, busy0, own0 = self.last
             others = ((busy - busy0) - (own - own0)) / (now - then)
             self.idle = min(float(self.cores), max(0.0, self.cores - others))
+        else:
+            self.idle = self._runnable_now()
         self.last = (now, busy, own)
         return self.idle
+
+    def _runnable_now(self) -> float:
+        """The first window's figure, before there is a change to measure: the cores less the
+        threads runnable right now (``/proc/loadavg``'s fourth field, the calling thread taken
+        off). That count is the whole machine's (a container may see its host's), so it errs
+        towards fewer threads, for a quarter second."""
+        try:
+            with open(self.loadavg, "rb") as f:
+                runnable = int(f.read().split()[3].split(b"/")[0])
+        except (OSError, ValueError, IndexError):
+            return float(self.cores)
+        return min(float(self.cores), max(0.0, self.cores - (runnable - 1)))
 
 
 def _affinity() -> frozenset[int]:
