@@ -88,3 +88,9 @@ def test_blas_pool_shrinks_while_the_cores_are_busy(monkeypatch, idle, inside):
         assert controller.get_num_threads() == inside
         np.dot(np.ones((64, 64), np.float32), np.ones((64, 64), np.float32))  # the pool in use
     assert controller.get_num_threads() == before
+
+
+@pytest.mark.parametrize("idle", [0.0, 0.6, 1.4, 1.6, 2.6, 64.0])
+def test_threads_now_fits_the_measured_idle_cores(monkeypatch, idle):
+    monkeypatch.setattr(parallel, "idle_cores", lambda: idle)
+    assert [parallel.threads_now(n) for n in range(1, 9)] == [parallel.fit_threads(n, idle) for n in range(1, 9)]

@@ -27,6 +27,7 @@ from __future__ import annotations
 import ctypes
 import glob
 import itertools
+import math
 import os
 import threading
 import time
@@ -119,6 +120,7 @@ class _IdleCores:
         self.clock = clock
         self.loadavg = loadavg
         self.readable = os.path.exists(stat)
+        self.next_read = -math.inf if self.readable else math.inf  # when the figure is read again
 
     def _busy_seconds(self) -> float:
         busy = 0
@@ -135,16 +137,16 @@ class _IdleCores:
         return busy * self.tick
 
     def __call__(self) -> float:
-        if not self.readable:
-            return self.idle
         now = self.clock()
-        if self.last is not None and now - self.last[0] < self.WINDOW:
+        if now < self.next_read:  # within the window (forever when /proc/stat cannot be read)
             return self.idle
         try:
             busy = self._busy_seconds()
         except (OSError, ValueError, IndexError):
             self.readable = False
+            self.next_read = math.inf
             return self.idle
+        self.next_read = now + self.WINDOW
         own = self.own()
         if self.last is not None:
             then, busy0, own0 = self.last
@@ -203,7 +205,8 @@ def threads_now(requested: int) -> int:
     at ``num_threads=2`` against 0.18 ms at 1 (docs/jit.md, "Threads on a busy machine")."""
     if requested <= 1:
         return 1
-    return fit_threads(requested, idle_cores())
+    idle = int(idle_cores() + 0.5)  # fit_threads, inlined: this runs at every invoke
+    return requested if idle >= requested else idle if idle > 1 else 1
 
 
 # ----------------------------------------------------------------------------- OpenBLAS
