@@ -75,19 +75,25 @@ def test_idle_cores_of_a_quiet_machine_and_an_unreadable_file(tmp_path):
     assert missing() == 3.0  # no /proc/stat (another OS): every core counts as idle
 
 
+@pytest.mark.parametrize("requested", [2, None])
 @pytest.mark.parametrize("idle, inside", [(64.0, 2), (0.3, 1)])
-def test_blas_pool_shrinks_while_the_cores_are_busy(monkeypatch, idle, inside):
-    """``num_threads=2`` sizes OpenBLAS's pool at 2 on idle cores, at 1 while other processes
-    take them; the size from before comes back after the invoke."""
+def test_blas_pool_shrinks_while_the_cores_are_busy(monkeypatch, idle, inside, requested):
+    """``num_threads=2``, or none (the pool's own size, 2 here), sizes OpenBLAS's pool at 2 on
+    idle cores, at 1 while other processes take them; the size from before comes back after
+    the invoke."""
     if not blas_threads.supported():
         pytest.fail("threadpoolctl found no BLAS in NumPy: num_threads cannot size a pool here")
     controller = blas_threads._controllers()[0]
     monkeypatch.setattr(parallel, "idle_cores", lambda: idle)
-    before = controller.get_num_threads()
-    with blas_threads.BlasThreads(2):
-        assert controller.get_num_threads() == inside
-        np.dot(np.ones((64, 64), np.float32), np.ones((64, 64), np.float32))  # the pool in use
-    assert controller.get_num_threads() == before
+    original = controller.get_num_threads()
+    controller.set_num_threads(2)
+    try:
+        with blas_threads.BlasThreads(requested):
+            assert controller.get_num_threads() == inside
+            np.dot(np.ones((64, 64), np.float32), np.ones((64, 64), np.float32))  # the pool in use
+        assert controller.get_num_threads() == 2
+    finally:
+        controller.set_num_threads(original)
 
 
 @pytest.mark.parametrize("idle", [0.0, 0.6, 1.4, 1.6, 2.6, 64.0])

@@ -2,7 +2,8 @@
 
 numlite's heavy kernels (convolutions, fully connected layers, matrix products) run in NumPy's
 BLAS, whose thread pool is process-wide. ``Interpreter(num_threads=n)`` limits that pool to
-``n`` threads for the duration of each ``invoke()`` and restores the previous size afterwards,
+``n`` threads for the duration of each ``invoke()`` (without a ``num_threads``, the pool keeps
+its size, the BLAS default) and restores the previous size afterwards,
 through ``threadpoolctl`` (which knows how to reach OpenBLAS, MKL and BLIS). Without
 ``threadpoolctl`` installed, or for a BLAS it does not know, the limit is not applied
 (:data:`SUPPORTED` tells which) and BLAS keeps its own thread count, as before.
@@ -64,34 +65,35 @@ def _openblas_only() -> tuple[Any, Any] | None:
 
 
 class BlasThreads:
-    """Context manager: the BLAS pool has ``n`` threads inside (fewer while other processes
-    keep the cores busy: :func:`~numlite.kernels.parallel.threads_now`), its previous size after.
+    """Context manager: the BLAS pool has ``n`` threads inside (None: as many as it has, the
+    BLAS default), fewer while other processes keep the cores busy
+    (:func:`~numlite.kernels.parallel.threads_now`); its previous size after.
 
     Entering costs one get (and, when the size differs, one set) per BLAS library: under a
-    microsecond for NumPy's OpenBLAS alone, a few through threadpoolctl otherwise; paid only by
-    interpreters created with a ``num_threads``.
+    microsecond for NumPy's OpenBLAS alone, a few through threadpoolctl otherwise.
     """
 
     __slots__ = ("n", "_saved", "_previous", "_inside")
 
-    def __init__(self, n: int) -> None:
-        self.n = int(n)
+    def __init__(self, n: int | None) -> None:
+        self.n = None if n is None else int(n)
         self._saved: list[tuple[Any, int]] = []
         self._previous = 0
-        self._inside = self.n  # the pool's size inside, this time
+        self._inside = 0  # the pool's size inside, this time
 
     def __enter__(self) -> BlasThreads:
-        n = self._inside = threads_now(self.n)
         openblas = _openblas_only()
         if openblas is not None:
             set_threads, get_threads = openblas
             self._previous = get_threads()
+            n = self._inside = threads_now(self._previous if self.n is None else self.n)
             if self._previous != n:
                 set_threads(n)
             return self
         saved = []
         for lib in _controllers():
             current = lib.get_num_threads()
+            n = threads_now(current if self.n is None else self.n)
             if current != n:
                 lib.set_num_threads(n)
                 saved.append((lib, current))
