@@ -85,6 +85,7 @@ def test_blas_pool_shrinks_while_the_cores_are_busy(monkeypatch, idle, inside, r
         pytest.fail("threadpoolctl found no BLAS in NumPy: num_threads cannot size a pool here")
     controller = blas_threads._controllers()[0]
     monkeypatch.setattr(parallel, "idle_cores", lambda: idle)
+    monkeypatch.setattr(blas_threads, "_DEFAULT_SIZES", {})  # None: the size found at the first entry, 2 here
     original = controller.get_num_threads()
     controller.set_num_threads(2)
     try:
@@ -100,3 +101,24 @@ def test_blas_pool_shrinks_while_the_cores_are_busy(monkeypatch, idle, inside, r
 def test_threads_now_fits_the_measured_idle_cores(monkeypatch, idle):
     monkeypatch.setattr(parallel, "idle_cores", lambda: idle)
     assert [parallel.threads_now(n) for n in range(1, 9)] == [parallel.fit_threads(n, idle) for n in range(1, 9)]
+
+
+def test_a_shrunk_pool_does_not_become_the_default(monkeypatch):
+    """Without ``num_threads`` an invoke asks for the pool's size at the first entry: a pool
+    that another thread's invoke shrank (and restores later) is not taken for the default."""
+    if not blas_threads.supported():
+        pytest.fail("threadpoolctl found no BLAS in NumPy: num_threads cannot size a pool here")
+    controller = blas_threads._controllers()[0]
+    monkeypatch.setattr(parallel, "idle_cores", lambda: 64.0)
+    monkeypatch.setattr(blas_threads, "_DEFAULT_SIZES", {})
+    original = controller.get_num_threads()
+    controller.set_num_threads(2)
+    try:
+        with blas_threads.BlasThreads(None):
+            assert controller.get_num_threads() == 2
+        controller.set_num_threads(1)  # another thread's invoke, on busy cores, in the middle
+        with blas_threads.BlasThreads(None):
+            assert controller.get_num_threads() == 2
+        assert controller.get_num_threads() == 1  # what was there before this invoke
+    finally:
+        controller.set_num_threads(original)

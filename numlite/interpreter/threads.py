@@ -64,9 +64,19 @@ def _openblas_only() -> tuple[Any, Any] | None:
     return _OPENBLAS_ONLY
 
 
+_DEFAULT_SIZES: dict[int, int] = {}  # id of a BLAS's controller (0: OpenBLAS's direct calls) -> its size at first use
+
+
+def _default_size(key: int, current: int) -> int:
+    """The pool's size the first time an interpreter without ``num_threads`` entered it: what
+    such an interpreter asks for. Not the size at each invoke: an invoke of another thread that
+    shrank the pool meanwhile would make the smaller size stick."""
+    return _DEFAULT_SIZES.setdefault(key, current)
+
+
 class BlasThreads:
-    """Context manager: the BLAS pool has ``n`` threads inside (None: as many as it has, the
-    BLAS default), fewer while other processes keep the cores busy
+    """Context manager: the BLAS pool has ``n`` threads inside (None: as many as it had when
+    the first such context entered it, the BLAS default), fewer while other processes keep the cores busy
     (:func:`~numlite.kernels.parallel.threads_now`); its previous size after.
 
     Entering costs one get (and, when the size differs, one set) per BLAS library: under a
@@ -86,14 +96,14 @@ class BlasThreads:
         if openblas is not None:
             set_threads, get_threads = openblas
             self._previous = get_threads()
-            n = self._inside = threads_now(self._previous if self.n is None else self.n)
+            n = self._inside = threads_now(_default_size(0, self._previous) if self.n is None else self.n)
             if self._previous != n:
                 set_threads(n)
             return self
         saved = []
         for lib in _controllers():
             current = lib.get_num_threads()
-            n = threads_now(current if self.n is None else self.n)
+            n = threads_now(_default_size(id(lib), current) if self.n is None else self.n)
             if current != n:
                 lib.set_num_threads(n)
                 saved.append((lib, current))
