@@ -104,12 +104,14 @@ def test_threads_now_fits_the_measured_idle_cores(monkeypatch, idle):
 
 
 def test_a_shrunk_pool_does_not_become_the_default(monkeypatch):
-    """Without ``num_threads`` an invoke asks for the pool's size at the first entry: a pool
-    that another thread's invoke shrank (and restores later) is not taken for the default."""
+    """Without ``num_threads`` an invoke asks for the pool's size at the first entry, and
+    restores that size: a pool that another thread's invoke shrank meanwhile (and restores
+    itself) is left alone on idle cores, and not taken for the size to restore on busy ones."""
     if not blas_threads.supported():
         pytest.fail("threadpoolctl found no BLAS in NumPy: num_threads cannot size a pool here")
     controller = blas_threads._controllers()[0]
-    monkeypatch.setattr(parallel, "idle_cores", lambda: 64.0)
+    idle = [64.0]
+    monkeypatch.setattr(parallel, "idle_cores", lambda: idle[0])
     monkeypatch.setattr(blas_threads, "_DEFAULT_SIZES", {})
     original = controller.get_num_threads()
     controller.set_num_threads(2)
@@ -118,7 +120,11 @@ def test_a_shrunk_pool_does_not_become_the_default(monkeypatch):
             assert controller.get_num_threads() == 2
         controller.set_num_threads(1)  # another thread's invoke, on busy cores, in the middle
         with blas_threads.BlasThreads(None):
-            assert controller.get_num_threads() == 2
-        assert controller.get_num_threads() == 1  # what was there before this invoke
+            assert controller.get_num_threads() == 1  # untouched on idle cores
+        assert controller.get_num_threads() == 1
+        idle[0] = 0.0
+        with blas_threads.BlasThreads(None):
+            assert controller.get_num_threads() == 1
+        assert controller.get_num_threads() == 2  # the default, not the size found
     finally:
         controller.set_num_threads(original)

@@ -92,21 +92,30 @@ class BlasThreads:
         self._inside = 0  # the pool's size inside, this time
 
     def __enter__(self) -> BlasThreads:
+        if self.n is None:
+            default = _DEFAULT_SIZES.get(0)
+            if default is not None and threads_now(default) == default:
+                return self  # idle cores: the pool as it is, untouched (nothing to restore)
+        # Restored after: the size found, or for None the default size (another thread's
+        # invoke may have shrunk the pool meanwhile: restored, that size would stick).
         openblas = _openblas_only()
         if openblas is not None:
             set_threads, get_threads = openblas
-            self._previous = get_threads()
-            n = self._inside = threads_now(_default_size(0, self._previous) if self.n is None else self.n)
-            if self._previous != n:
+            current = get_threads()
+            self._previous = current if self.n is not None else _default_size(0, current)
+            n = self._inside = threads_now(self.n if self.n is not None else self._previous)
+            if current != n:
                 set_threads(n)
             return self
         saved = []
         for lib in _controllers():
             current = lib.get_num_threads()
-            n = threads_now(_default_size(id(lib), current) if self.n is None else self.n)
+            previous = current if self.n is not None else _default_size(id(lib), current)
+            n = threads_now(self.n if self.n is not None else previous)
             if current != n:
                 lib.set_num_threads(n)
-                saved.append((lib, current))
+            if previous != n:
+                saved.append((lib, previous))
         self._saved = saved
         return self
 
