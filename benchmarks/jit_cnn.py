@@ -142,10 +142,11 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
-        builtin = r.get("litert_builtin_us", float("nan"))
+        builtin = r.get("litert_builtin_us")  # (not timed with --no-builtin)
+        builtin_us, builtin_ratio = ("-", "-") if builtin is None else (f"{builtin:.0f}", f"{r['jit_us'] / builtin:.2f}x")
         lines.append(
-            f"| {r['model']} | {r['threads']} | {r['litert_us']:.0f} | {builtin:.0f} | {r['numpy_us']:.0f} | {r['jit_us']:.0f}"
-            f" | {r['jit_us'] / r['litert_us']:.2f}x | {r['jit_us'] / builtin:.2f}x | {r['jit_us'] / r['numpy_us']:.2f}x"
+            f"| {r['model']} | {r['threads']} | {r['litert_us']:.0f} | {builtin_us} | {r['numpy_us']:.0f} | {r['jit_us']:.0f}"
+            f" | {r['jit_us'] / r['litert_us']:.2f}x | {builtin_ratio} | {r['jit_us'] / r['numpy_us']:.2f}x"
             f" | {r['jit_allocate_s']:.2f} | {r['jit_max_abs_diff']:.1e} |"
         )
     return "\n".join(lines)
