@@ -76,8 +76,8 @@ def _default_size(key: int, current: int) -> int:
 
 class BlasThreads:
     """Context manager: the BLAS pool has ``n`` threads inside (None: as many as it had when
-    the first such context entered it, the BLAS default), fewer while other processes keep the cores busy
-    (:func:`~numlite.kernels.parallel.threads_now`); its previous size after.
+    the first such context entered it, the BLAS default), fewer while other processes keep the
+    cores busy (:func:`~numlite.kernels.parallel.threads_now`); its previous size after.
 
     Entering costs one get (and, when the size differs, one set) per BLAS library: under a
     microsecond for NumPy's OpenBLAS alone, a few through threadpoolctl otherwise.

@@ -102,8 +102,8 @@ class _IdleCores:
     """Cores not used by other processes, from the change of the busy time of the cores this
     process may run on (their ``cpuN`` lines of ``/proc/stat``, so a container's or a
     ``taskset``'s cores, not the host's) minus this process's own CPU time, over windows of
-    about a quarter second. ``stat`` and ``own`` (the readers) and ``clock`` are parameters
-    for the tests."""
+    about a quarter second. The files, the process's CPU time (``own``), the clock and the
+    cpus are parameters for the tests."""
 
     WINDOW = 0.25
 
@@ -361,6 +361,7 @@ _POOL = _Pool()
 def _reset_after_fork() -> None:  # a forked child has none of the parent's threads
     global _POOL
     _POOL = _Pool()
+    idle_cores.last, idle_cores.next_read = None, -math.inf  # nor its CPU time: measure anew
 
 
 if hasattr(os, "register_at_fork"):
