@@ -3,6 +3,7 @@ by the official converter, against LiteRT and numlite's NumPy engine, at a threa
 
     python benchmarks/jit_cnn.py [--models smallcnn,mobileblock,mobilenetv2,mlp] [--threads 1,2]
                                  [--runs N] [--warmup N] [--seed N] [--busy N] [--no-builtin]
+                                 [--every-core-idle]
 
 The models: ``run.py``'s ``smallcnn`` (three 3x3 CONV_2D + RELU, two MAX_POOL_2D, a global
 average (MEAN), FULLY_CONNECTED, SOFTMAX on 32x32x3), ``mobileblock`` (a MobileNet-style
@@ -19,6 +20,8 @@ medians in microseconds.
 ``--busy N`` starts N processes that spin on a core each (``while True: pass``) before the
 interpreters are made, and kills them when the timing ends: the machine shared with other jobs
 (docs/jit.md, "Threads on a busy machine"). The load average is printed beside the table.
+``--every-core-idle`` makes numlite take every core for idle, so it runs on ``num_threads``
+whatever the load, as it did before ``numlite.kernels.parallel.threads_now``.
 The table also gives the compiled engine's ``allocate_tensors()`` time (its compile, or its
 load from the cache, ``NUMLITE_CACHE_DIR``) and the largest difference of its outputs from
 LiteRT's. Nothing here asserts anything.
@@ -162,7 +165,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache-dir", default=whole_models.DEFAULT_CACHE)
     parser.add_argument("--busy", type=int, default=0, metavar="N", help="spin N processes while timing")
     parser.add_argument("--no-builtin", action="store_true", help="leave out LiteRT's builtin kernels")
+    parser.add_argument("--every-core-idle", action="store_true",
+                        help="numlite sees every core idle: num_threads whatever the load (the behaviour before threads_now)")
     args = parser.parse_args(argv)
+    if args.every_core_idle:
+        from numlite.kernels import parallel
+
+        parallel.idle_cores = lambda: float(1 << 10)
     threads = [int(t) for t in args.threads.split(",")]
     paths = {name: MODELS[name](args.cache_dir) for name in args.models.split(",")}  # converted before the hogs start
     rows = []
