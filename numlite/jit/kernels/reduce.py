@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from numlite.jit.kernels import emits
-from numlite.jit.kernels.common import body, each, kernel, require
+from numlite.jit.kernels.common import body, each, kernel, max_nan, min_nan, require
 from numlite.jit.kernels.conv import call
 
 F32 = np.dtype(np.float32)
@@ -253,3 +253,69 @@ def emit_cumsum(node, g) -> None:
     exclusive = bool(getattr(node.options, "exclusive", False))
     reverse = bool(getattr(node.options, "reverse", False))
     g.line(f"{g.kernel(cumsum)}({x.name}, {out.name}, {outer}, {x.shape[a]}, {inner}, {exclusive}, {reverse})")
+
+
+# -- SEGMENT_SUM, UNSORTED_SEGMENT_SUM / PROD / MAX / MIN ---------------------------------------------
+#
+# Each slice of the data (its dims after the ids') is folded into the output row its id names,
+# in order, as the NumPy kernel's ``ufunc.at`` folds them; negative ids are dropped (TF's rule).
+# Ids from data are checked in compiled code with the NumPy kernel's message.
+
+SUM, PROD, MAX, MIN = range(4)
+SEGMENT_FOLDS = {"SEGMENT_SUM": SUM, "UNSORTED_SEGMENT_SUM": SUM, "UNSORTED_SEGMENT_PROD": PROD,
+                 "UNSORTED_SEGMENT_MAX": MAX, "UNSORTED_SEGMENT_MIN": MIN}
+
+
+@kernel
+def largest(ids):
+    """The largest id (-1 for none)."""
+    top = -1
+    for j in range(ids.size):
+        if ids[j] > top:
+            top = ids[j]
+    return top
+
+
+@kernel
+def segment_fold(data, ids, o, inner, empty, fold):
+    """``o`` filled with ``empty``, then each data slice of ``inner`` values folded into row
+    ``ids[j]`` (``fold``: SUM, PROD, MAX, MIN; the extrema keep a NaN, as ``np.maximum``)."""
+    for q in range(o.size):
+        o[q] = empty
+    for j in range(ids.size):
+        r = ids[j]
+        if r < 0:
+            continue
+        for c in range(inner):
+            v = data[j * inner + c]
+            at = r * inner + c
+            if fold == SUM:
+                o[at] += v
+            elif fold == PROD:
+                o[at] *= v
+            elif fold == MAX:
+                o[at] = max_nan(o[at], v)
+            else:
+                o[at] = min_nan(o[at], v)
+
+
+@emits("SEGMENT_SUM", "UNSORTED_SEGMENT_SUM", "UNSORTED_SEGMENT_PROD", "UNSORTED_SEGMENT_MAX", "UNSORTED_SEGMENT_MIN")
+def emit_segments(node, g) -> None:
+    """The number of segments is known here (SEGMENT_SUM's ids constant, checked by the NumPy
+    kernel's prepare; UNSORTED_*'s count constant), else the output has a run-time shape and
+    stays on NumPy. UNSORTED_*'s ids may be data: an id at or past the count raises the NumPy
+    kernel's InvokeError."""
+    data, ids = node.ins[0], node.ins[1]
+    out = node.outs[0]
+    require(data.dtype == out.dtype, f"{node.op_name} between dtypes is not compiled")
+    if out.size == 0:
+        return
+    empty = node.kernel.empty(out.dtype)
+    if node.op_name != "SEGMENT_SUM" and ids.size and ids.value is None:
+        top, segments = g.name("top"), out.shape[0]
+        g.line(f"{top} = {g.kernel(largest)}({ids.name})")
+        g.fail_if(f"{top} >= {segments}", f"segment id {{}} is not below num_segments {segments}", [top], prepare=False)
+    inner = data.size // ids.size if ids.size else 0
+    literal = repr(float(empty)) if out.dtype.kind == "f" else str(int(empty))
+    g.line(f"{g.kernel(segment_fold)}({data.name}, {ids.name}, {out.name}, {inner}, "
+           f"np.{out.dtype.name}({literal}), {SEGMENT_FOLDS[node.op_name]})")
