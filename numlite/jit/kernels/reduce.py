@@ -299,16 +299,34 @@ def segment_fold(data, ids, o, inner, empty, fold):
                 o[at] = min_nan(o[at], v)
 
 
+@kernel
+def unsorted_ids(ids):
+    """Whether SEGMENT_SUM's ids break its rule: start at 0, grow by 0 or 1 from row to row."""
+    if ids.size and ids[0] != 0:
+        return 1
+    for j in range(1, ids.size):
+        step = ids[j] - ids[j - 1]
+        if step != 0 and step != 1:
+            return 1
+    return 0
+
+
 @emits("SEGMENT_SUM", "UNSORTED_SEGMENT_SUM", "UNSORTED_SEGMENT_PROD", "UNSORTED_SEGMENT_MAX", "UNSORTED_SEGMENT_MIN")
 def emit_segments(node, g) -> None:
-    """The number of segments is known here (SEGMENT_SUM's ids constant, checked by the NumPy
-    kernel's prepare; UNSORTED_*'s count constant), else the output has a run-time shape and
-    stays on NumPy. UNSORTED_*'s ids may be data: an id at or past the count raises the NumPy
-    kernel's InvokeError."""
+    """UNSORTED_*: a constant count (else a run-time shape: NumPy); ids from data are checked,
+    an id at or past the count raising the NumPy kernel's InvokeError. SEGMENT_SUM: constant ids
+    (checked by the NumPy kernel's prepare), or ids from data, checked here as the NumPy kernel
+    checks them (the PrepareError the NumPy engine raises when it prepares the node at run time),
+    the output's rows (the last id + 1) known at run time."""
     data, ids = node.ins[0], node.ins[1]
-    out = node.outs[0]
+    require(not data.dynamic and not ids.dynamic, f"{node.op_name} of an operand of run-time shape is not compiled")
+    if node.dynamic:
+        require(node.op_name == "SEGMENT_SUM", f"{node.op_name} with a count from data is not compiled")
+        out = _segment_rows(node, g)
+    else:
+        out = node.outs[0]
     require(data.dtype == out.dtype, f"{node.op_name} between dtypes is not compiled")
-    if out.size == 0:
+    if not out.dynamic and out.size == 0:
         return
     empty = node.kernel.empty(out.dtype)
     if node.op_name != "SEGMENT_SUM" and ids.size and ids.value is None:
@@ -319,3 +337,20 @@ def emit_segments(node, g) -> None:
     literal = repr(float(empty)) if out.dtype.kind == "f" else str(int(empty))
     g.line(f"{g.kernel(segment_fold)}({data.name}, {ids.name}, {out.name}, {inner}, "
            f"np.{out.dtype.name}({literal}), {SEGMENT_FOLDS[node.op_name]})")
+
+
+emit_segments.run_time_shapes = True
+
+
+def _segment_rows(node, g):
+    """SEGMENT_SUM's output for ids from data: the ids checked (the NumPy kernel's message
+    quotes the first 8), then an array of ``last id + 1`` rows."""
+    data, ids = node.ins[0], node.ins[1]
+    n = ids.size
+    shown = min(n, 8)
+    bad = g.name("bad")
+    g.line(f"{bad} = {g.kernel(unsorted_ids)}({ids.name})")
+    g.fail_if(f"{bad} != 0", "segment ids must start at 0 and grow by 0 or 1, got [" + ", ".join(["{}"] * shown) + "]",
+              [f"{ids.name}[{j}]" for j in range(shown)])  # the NumPy engine finds it preparing the node at run time
+    rows = f"int({ids.name}[{n - 1}]) + 1" if n else "0"
+    return g.result(node, 0, (rows, *data.shape[1:]))
