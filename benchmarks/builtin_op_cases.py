@@ -802,6 +802,12 @@ case("BIDIRECTIONAL_SEQUENCE_LSTM", "f32-batch-major-peephole",
      [x(f32((2, 3, 3), seed=8)), *lstm_weights("bl-fw2", 3, 4, peephole=True), *lstm_weights("bl-bw2", 3, 4, peephole=True)]
      + [v(np.zeros((2, 4), np.float32)) for _ in range(4)] + [None] * 9, [out(F32), out(F32)],
      {"fused_activation_function": 4, "time_major": False, "merge_outputs": False})
+# CIFG (no input gate: the forward width is read from another weight) with a projection, merged.
+BILSTM_CIFG = [x(f32((3, 2, 3), seed=10)), *lstm_weights("bl-fw3", 3, 4, cifg=True)[:-2], k(f32((4, 4), -0.5, 0.5, 11)), None,
+               *lstm_weights("bl-bw3", 3, 4, cifg=True)[:-2], k(f32((4, 4), -0.5, 0.5, 12)), None,
+               *[v(np.zeros((2, 4), np.float32)) for _ in range(4)], *[None] * 9]
+case("BIDIRECTIONAL_SEQUENCE_LSTM", "f32-cifg-projection-merged", BILSTM_CIFG, [out(F32)],
+     {"fused_activation_function": 4, "time_major": True, "merge_outputs": True})
 case("SVDF", "f32-rank1", [x(f32((2, 3))), k(f32((4, 3), -0.5, 0.5, 1)), k(f32((4, 5), -0.5, 0.5, 2)), k(f32((4,), seed=3)),
      v(np.zeros((2, 20), np.float32))], [out(F32)], {"rank": 1, "fused_activation_function": 0})
 case("SVDF", "f32-rank2-relu-no-bias", [x(f32((1, 4))), k(f32((6, 4), -0.5, 0.5, 1)), k(f32((6, 3), -0.5, 0.5, 2)), None,

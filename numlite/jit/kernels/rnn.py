@@ -184,7 +184,7 @@ def emit_bidirectional_lstm(node, g) -> None:
     x, aux = ins[0], ins[39]
     steps, batch = (x.shape[0], x.shape[1]) if o.time_major else (x.shape[1], x.shape[0])
     fw_out, bw_out = (node.outs[0], node.outs[0]) if o.merge_outputs else node.outs
-    width = ins[5].shape[1]  # the forward direction's outputs (n_output)
+    width = ins[8].shape[1]  # the forward outputs (n_output): recurrent_to_output is [n_cell, n_output], never omitted
     _lstm_direction(g, node, 0, x, ins[35], ins[36], fw_out, steps, batch, bool(o.time_major), False)
     _lstm_direction(g, node, 17, aux if aux is not None else x, ins[37], ins[38], bw_out, steps, batch, bool(o.time_major),
                     False, reverse=True, column=width if o.merge_outputs else 0)
