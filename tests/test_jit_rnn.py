@@ -150,3 +150,74 @@ def test_numlite_fused_keras_lstm_runs_compiled():
     want = _invokes(litert_interpreter(data), feeds, 1)[0]
     assert np.max(np.abs(want)) > 0.1  # outputs of order one, not a vanishing signal
     assert_close(got, want)
+
+
+def recurrent_ops_model() -> tuple[bytes, list[np.ndarray]]:
+    """One graph of the other stateful recurrent ops the compiled engine covers, each with its
+    variable states: SVDF (rank 2, bias, TANH), BIDIRECTIONAL_SEQUENCE_RNN (time-major, merged
+    outputs of 3 + 2 units, the backward direction reading the aux input), BIDIRECTIONAL_SEQUENCE_LSTM
+    (batch-major, two outputs, peepholes) and the full-kernel LSTM op (CIFG, projection).
+
+    Two forms are left out because LiteRT's own results there are not a reference: a batch-major
+    BIDIRECTIONAL_SEQUENCE_LSTM with merged outputs (LiteRT's second batch row comes out
+    saturated, unlike its unmerged outputs of the same inputs), and a batch-major
+    BIDIRECTIONAL_SEQUENCE_RNN whose backward input is the aux input (LiteRT's batch-major loop
+    reads the main input there, its time-major loop the aux input; numlite reads the aux input
+    in both)."""
+    from one_op_model import Graph, model
+
+    rng = np.random.default_rng(3)
+    r = lambda *shape, low=-0.5, high=0.5: rng.uniform(low, high, shape).astype(F)  # noqa: E731
+    zeros = lambda *shape: v(np.zeros(shape, F))  # noqa: E731
+    g = Graph()
+
+    def node(op, inputs, n_outputs, options):
+        ins = [-1 if spec is None else g.add(spec) for spec in inputs]
+        outs = [g.add(out(F)) for _ in range(n_outputs)]
+        g.op(op, ins, outs, options)
+        g.output(*outs)
+
+    node("SVDF", [x(r(2, 3, low=-2, high=2)), k(r(4, 3)), k(r(4, 3)), k(r(2)), zeros(2, 12)], 1,
+         {"rank": 2, "fused_activation_function": 4})
+    rnn = lambda units: [k(r(units, 3)), k(r(units, units)), k(r(units)), zeros(2, units)]  # noqa: E731
+    node("BIDIRECTIONAL_SEQUENCE_RNN", [x(r(4, 2, 3, low=-2, high=2)), *rnn(3), *rnn(2), x(r(4, 2, 3, low=-2, high=2)), None, None],
+         1, {"time_major": True, "fused_activation_function": 4, "merge_outputs": True})
+    lstm = lambda n: [*(k(r(n, 3)) for _ in "ifco"), *(k(r(n, n)) for _ in "ifco"), *(k(r(n)) for _ in "ifo"),  # noqa: E731
+                      *(k(r(n)) for _ in "ifco"), None, None]
+    node("BIDIRECTIONAL_SEQUENCE_LSTM", [x(r(2, 4, 3, low=-2, high=2)), *lstm(4), *lstm(4), *(zeros(2, 4) for _ in range(4)),
+                                         *[None] * 9], 2,
+         {"fused_activation_function": 4, "time_major": False, "merge_outputs": False})
+    cifg = [None, *(k(r(4, 3)) for _ in "fco"), None, *(k(r(4, 2)) for _ in "fco"), None, None, None, None,
+            *(k(r(4)) for _ in "fco"), k(r(2, 4)), k(r(2))]
+    node("LSTM", [x(r(2, 3, low=-2, high=2)), *cifg, zeros(2, 2), zeros(2, 4)], 1, {"fused_activation_function": 4})
+    return model(g)
+
+
+@pytest.mark.parametrize("jit", [False, True], ids=["numpy", "jit"])
+def test_recurrent_states_carry_across_invokes(jit):
+    """Three invokes of the merged recurrent ops, each starting from the states the last one
+    left, against LiteRT's three invokes, on both engines (the jit case compiled whole); then
+    ``reset_all_variables`` gives the first invoke's outputs again."""
+    data, feeds = recurrent_ops_model()
+    reference = litert_interpreter(data)
+    interpreter = numlite.Interpreter(model_content=data, jit=jit)
+    for engine in (reference, interpreter):
+        engine.allocate_tensors()
+        for d, value in zip(engine.get_input_details(), feeds):
+            engine.set_tensor(d["index"], value)
+    assert not jit or interpreter.jit_report()["subgraphs"][0]["compiled"], interpreter.jit_report()
+    first = None
+    for step in range(3):
+        reference.invoke()
+        interpreter.invoke()
+        want = [reference.get_tensor(d["index"]) for d in reference.get_output_details()]
+        got = [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+        for n, (a, b) in enumerate(zip(got, want)):
+            assert_close(a, b, what=f"output {n}, invoke {step}")
+            assert np.max(np.abs(b)) > 0.05, f"output {n} vanishes"  # a signal the states change
+        first = first or want
+    assert all(not np.allclose(a, b) for a, b in zip(first, want))  # every op carried its state
+    interpreter.reset_all_variables()
+    interpreter.invoke()
+    for n, b in enumerate(first):
+        assert_close(interpreter.get_tensor(interpreter.get_output_details()[n]["index"]), b, what=f"output {n} after reset")
