@@ -25,8 +25,8 @@ session's cache is keyed by the generated source and shared by the xdist workers
 The run is deterministic: case ``i`` draws its mutation from ``random.Random(f"{SEED}:{i}")``,
 so a failure names the case that reproduces it. By default 10,000 cases run, dealt to ``SHARDS``
 tests (case ``i`` in shard ``i % SHARDS``) that the xdist workers share; each shard checks its own
-outcomes and memory. The 10,000 hold about 120 compiled structures, about 200 s of CPU to compile
-(the rest of the run about 60 s). A longer session, with another seed:
+outcomes and memory. The 10,000 hold about 120 compiled structures: their compiles are most of the
+run's CPU (docs/jit.md, "Testing both engines"). A longer session, with another seed:
 
     NUMLITE_FUZZ_CASES=1000000 NUMLITE_FUZZ_SEED=7 python -m pytest tests/test_fuzz.py -s
 
@@ -537,7 +537,7 @@ def run_engine(tally: Tally, what: str, engine: str, run: Callable[[], Any]) -> 
         tally.slowest = (elapsed, f"{what} -> {result[0]}")
     # a compiled case may compile once (its structure is new), in seconds under load
     if elapsed > CASE_SECONDS * (1 if engine == "numpy" else JIT_CASE_FACTOR):
-        tally.failures.append(f"{what} took {elapsed:.2f} s on {engine} -> {result[0]}")
+        tally.failures.append(f"{what} took {elapsed:.2f} s of CPU on {engine} -> {result[0]}")
     return result
 
 
