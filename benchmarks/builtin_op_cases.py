@@ -761,6 +761,10 @@ case("BIDIRECTIONAL_SEQUENCE_RNN", "f32-time-major", BIRNN, [out(F32), out(F32)]
      {"time_major": True, "fused_activation_function": 4, "merge_outputs": False})
 case("BIDIRECTIONAL_SEQUENCE_RNN", "f32-merged", [x(f32((2, 3, 3))), *BIRNN[1:]], [out(F32)],
      {"time_major": False, "fused_activation_function": 4, "merge_outputs": True})
+# The aux input without aux weights is the backward direction's input (time-major: LiteRT's
+# batch-major loop reads the main input there instead).
+case("BIDIRECTIONAL_SEQUENCE_RNN", "f32-time-major-aux-backward", [*BIRNN[:9], x(f32((3, 2, 3), seed=9)), None, None],
+     [out(F32), out(F32)], {"time_major": True, "fused_activation_function": 1, "merge_outputs": False})
 
 
 def lstm_weights(tag: Any, n_in: int, cells: int, peephole: bool = False, cifg: bool = False) -> list[In | None]:
@@ -791,6 +795,18 @@ BILSTM = [x(f32((3, 2, 3))), *lstm_weights("bl-fw", 3, 4), *lstm_weights("bl-bw"
 case("BIDIRECTIONAL_SEQUENCE_LSTM", "f32-time-major", BILSTM, [out(F32), out(F32)],
      {"fused_activation_function": 4, "time_major": True, "merge_outputs": False})
 case("BIDIRECTIONAL_SEQUENCE_LSTM", "f32-merged", BILSTM, [out(F32)],
+     {"fused_activation_function": 4, "time_major": True, "merge_outputs": True})
+# Batch-major with two outputs (LiteRT's batch-major merged output is not a reference: its second
+# batch row comes out saturated).
+case("BIDIRECTIONAL_SEQUENCE_LSTM", "f32-batch-major-peephole",
+     [x(f32((2, 3, 3), seed=8)), *lstm_weights("bl-fw2", 3, 4, peephole=True), *lstm_weights("bl-bw2", 3, 4, peephole=True)]
+     + [v(np.zeros((2, 4), np.float32)) for _ in range(4)] + [None] * 9, [out(F32), out(F32)],
+     {"fused_activation_function": 4, "time_major": False, "merge_outputs": False})
+# CIFG (no input gate: the forward width is read from another weight) with a projection, merged.
+BILSTM_CIFG = [x(f32((3, 2, 3), seed=10)), *lstm_weights("bl-fw3", 3, 4, cifg=True)[:-2], k(f32((4, 4), -0.5, 0.5, 11)), None,
+               *lstm_weights("bl-bw3", 3, 4, cifg=True)[:-2], k(f32((4, 4), -0.5, 0.5, 12)), None,
+               *[v(np.zeros((2, 4), np.float32)) for _ in range(4)], *[None] * 9]
+case("BIDIRECTIONAL_SEQUENCE_LSTM", "f32-cifg-projection-merged", BILSTM_CIFG, [out(F32)],
      {"fused_activation_function": 4, "time_major": True, "merge_outputs": True})
 case("SVDF", "f32-rank1", [x(f32((2, 3))), k(f32((4, 3), -0.5, 0.5, 1)), k(f32((4, 5), -0.5, 0.5, 2)), k(f32((4,), seed=3)),
      v(np.zeros((2, 20), np.float32))], [out(F32)], {"rank": 1, "fused_activation_function": 0})

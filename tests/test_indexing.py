@@ -553,6 +553,30 @@ def test_scatter_nd_rejects_out_of_range_coordinates():
     assert_both_fail(model, [np.array([[0, 1], [-1, 0], [1, 1]], np.int32), updates])
 
 
+def test_scatter_nd_bad_coordinate_fails_alike_on_both_engines(engine):
+    """Coordinates read from data: the compiled kernel checks them and raises the NumPy
+    kernel's InvokeError, word for word, where LiteRT fails too; good coordinates after a
+    failed invoke run again."""
+    model, _ = scatter_model((3, 2), (3, 4))
+    updates = values((3,), tf.float32)
+    good, bad = np.array([[0, 3], [2, 0], [0, 3]], np.int32), np.array([[0, 1], [2, 4], [1, 1]], np.int32)
+    with pytest.raises((RuntimeError, ValueError)):
+        run_litert(model, [bad, updates])
+    interpreter = numlite.Interpreter(model_content=model)  # compiled on the jit side (NUMLITE_JIT=1)
+    interpreter.allocate_tensors()
+    assert engine == "numpy" or interpreter.jit_report()["subgraphs"][0]["compiled"], interpreter.jit_report()
+    indices, updates_in = (d["index"] for d in interpreter.get_input_details())
+    interpreter.set_tensor(updates_in, updates)
+    interpreter.set_tensor(indices, bad)
+    with pytest.raises(numlite.InvokeError) as error:
+        interpreter.invoke()
+    assert str(error.value) == "subgraph 0, node 0 (SCATTER_ND) failed: scatter_nd index is out of bounds for the output of shape (3, 4)"
+    interpreter.set_tensor(indices, good)
+    interpreter.invoke()
+    np.testing.assert_array_equal(interpreter.get_tensor(interpreter.get_output_details()[0]["index"]),
+                                  run_litert(model, [good, updates])[0])
+
+
 def test_scatter_nd_rejects_mismatched_updates():
     model = read_model(scatter_model((4, 1), (5, 3))[0])
     g = model.subgraphs[0]

@@ -634,3 +634,49 @@ def test_a_cold_compile_is_shared_out_heaviest_first(monkeypatch):
     assert loops.share(needed, model_cost=0.0, workers=2) == [(False, [(False, KIND_CONV)]), (False, [(False, KIND_DEPTHWISE), (False, PAD)])]
     assert loops.share(needed, model_cost=0.0, workers=1) == [(False, sorted(needed))]
     assert loops.share([], model_cost=1.0, workers=2) == [(True, [])]
+
+
+def broadcast_model() -> tuple[bytes, list[np.ndarray]]:
+    """Broadcasting element-wise nodes of the forms users' models hold: a squeeze-and-excite
+    gate ``[1, h, w, c] * [1, 1, 1, c]``, a per-pixel mask ``[1, h, w, 1]`` (with a fused
+    RELU6), a column against a row, a lower-rank operand, int32 and SELECT_V2; and one whose
+    operand broadcasts in the middle dimension, which no two loops fit (an index map)."""
+    g = Graphs()
+    m = g.subgraph()
+    fused = lambda name, act=0: Options(name, fused_activation_function=act)  # noqa: E731
+    image, gate, mask = m.input((1, 6, 5, 8)), m.input((1, 1, 1, 8)), m.input((1, 6, 5, 1))
+    m.op("MUL", [image, gate], (1, 6, 5, 8), options=fused("MulOptions"))
+    m.op("ADD", [image, mask], (1, 6, 5, 8), options=fused("AddOptions", 3))
+    column, row = m.input((7, 1)), m.input((1, 9))
+    m.op("SUB", [column, row], (7, 9), options=fused("SubOptions"))
+    cube, plane = m.input((2, 3, 4)), m.input((3, 4))
+    m.op("MUL", [plane, cube], (2, 3, 4), options=fused("MulOptions"))
+    ints, int_row = m.input((4, 6), np.int32), m.input((6,), np.int32)
+    m.op("ADD", [ints, int_row], (4, 6), np.int32, options=fused("AddOptions"))
+    condition = m.input((1, 6, 5, 1), np.bool_)
+    m.op("SELECT_V2", [condition, image, gate], (1, 6, 5, 8))
+    middle = m.input((2, 1, 4))
+    m.op("MUL", [cube, middle], (2, 3, 4), options=fused("MulOptions"))
+    rng = np.random.default_rng(5)
+    inputs = [rng_floats((1, 6, 5, 8), 50, -8, 8), rng_floats((1, 1, 1, 8), 51), rng_floats((1, 6, 5, 1), 52),
+              rng_floats((7, 1), 53), rng_floats((1, 9), 54), rng_floats((2, 3, 4), 55), rng_floats((3, 4), 56),
+              rng.integers(-50, 50, (4, 6)).astype(np.int32), rng.integers(-50, 50, 6).astype(np.int32),
+              rng.integers(0, 2, (1, 6, 5, 1)).astype(np.bool_), rng_floats((2, 1, 4), 57)]
+    return g.bytes(), inputs
+
+
+def test_broadcasting_runs_as_two_loops_without_index_maps(jit_cache):
+    """Broadcast operands that two nested loops fit are read at the loops' counters (no index map
+    of the output's size, 8 bytes an element), the others through a map: LiteRT's and the NumPy
+    engine's results either way."""
+    model, inputs = broadcast_model()
+    interpreter = numlite.Interpreter(model_content=model, jit=True)
+    interpreter.allocate_tensors()
+    report = _compiled(interpreter)
+    assert report["operators"] == 7
+    source = interpreter._jit.engines[0].source
+    assert source.count("for io in range(") == 6, source
+    assert source.count("for i in range(") == 1, source  # the middle broadcast
+    assert report["constant_bytes"] == 2 * 3 * 4 * 8, report  # its index map, and no other
+    names = [d["name"] for d in interpreter.get_output_details()]
+    _matches_litert_and_numpy(model, run_interpreter(interpreter, inputs), inputs, names)

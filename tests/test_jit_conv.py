@@ -20,6 +20,7 @@ from helpers import run_interpreter
 from test_jit import Graphs, _assert_same, _matches_litert_and_numpy, jit_cache, rng_floats  # noqa: F401  (a fixture)
 
 import numlite
+from numlite.kernels import parallel
 from numlite.model.ir import Options
 
 numba = pytest.importorskip("numba")
@@ -117,10 +118,14 @@ def test_every_conv_form_matches_litert_and_numpy(convs):
         _matches_litert_and_numpy(model, run_interpreter(interpreter, feed), feed, names)
 
 
-def test_two_threads_match_one_and_run_concurrently(convs):
+def test_two_threads_match_one_and_run_concurrently(convs, monkeypatch):
     """``num_threads=2`` runs the parallel kernels; its results equal one thread's within the
     float32 tolerance (every output element is summed in the same order by one thread, so in
-    fact exactly). Two interpreters with different counts invoke at once, in two threads."""
+    fact exactly). Two interpreters with different counts invoke at once, in two threads.
+    (Every core reported idle: on a busy machine an invoke would run on fewer threads; and
+    every node parallel, as the fixture compiled it: run_interpreter allocates again.)"""
+    monkeypatch.setattr(parallel, "idle_cores", lambda: 64.0)
+    monkeypatch.setattr(conv, "PARALLEL_MIN_WORK", 0)
     model, inputs, compiled = convs
     one, two = compiled[1], compiled[2]
     assert two.jit_report()["subgraphs"][0]["compiled"]
@@ -143,6 +148,36 @@ def test_two_threads_match_one_and_run_concurrently(convs):
         t.join()
     for k in compiled:
         _assert_same(results[k], expected, names, f"num_threads={k} run concurrently")
+    assert two._jit.engines[0].threads == min(2, numba.config.NUMBA_NUM_THREADS)  # still the parallel kernels
+
+
+@pytest.mark.parametrize("idle", [0.2, 64.0])
+def test_two_threads_use_the_cores_other_processes_leave_idle(convs, monkeypatch, idle):
+    """While other processes keep the cores busy (idle_cores below 1.5), ``num_threads=2`` runs
+    its nodes' serial entry points on the calling thread; on idle cores the parallel ones on
+    two threads. The outputs are one thread's bit for bit either way, and the caller's Numba
+    thread count is restored after each invoke."""
+    from numlite.jit.kernels import loops
+
+    model, inputs, compiled = convs
+    monkeypatch.setattr(parallel, "idle_cores", lambda: idle)
+    monkeypatch.setattr(conv, "PARALLEL_MIN_WORK", 0)  # as compiled (run_interpreter allocates again)
+    counts: list[int] = []
+    set_threads = numba.set_num_threads
+    monkeypatch.setattr(numba, "set_num_threads", lambda n: counts.append(n) or set_threads(n))
+    before = numba.get_num_threads()
+    names = [d["name"] for d in compiled[1].get_output_details()]
+    expected = run_interpreter(compiled[1], inputs)
+    counts.clear()
+    got = run_interpreter(compiled[2], inputs)
+    for a, b, name in zip(got, expected, names):
+        np.testing.assert_array_equal(a, b, err_msg=f"{name}: num_threads=2 with {idle} idle cores against 1 thread")
+    engine = compiled[2]._jit.engines[0]
+    assert engine.table_slots, "the model's nodes call no parallel entry point"
+    busy = idle < 1.5
+    assert {int(engine.ctl[slot]) for slot in engine.table_slots} == {loops.entry(not busy).ctypes.data}
+    assert counts == ([] if busy else [min(2, numba.config.NUMBA_NUM_THREADS), before]), counts
+    assert numba.get_num_threads() == before
 
 
 def test_converter_cnn_compiles_and_matches(jit_cache):

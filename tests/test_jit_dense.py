@@ -21,6 +21,7 @@ from helpers import run_interpreter
 from test_jit import Graphs, _matches_litert_and_numpy, jit_cache, rng_floats  # noqa: F401  (a fixture)
 
 import numlite
+from numlite.kernels import parallel
 from numlite.model.ir import Options
 
 numba = pytest.importorskip("numba")
@@ -106,20 +107,24 @@ def test_large_nodes_run_as_loop_kernels_and_match_litert(compiled):
     # the entry points the engine has compiled (or loaded) before the first run: the kinds called
     kinds = {dense.KIND, reduce.KIND, binary.KIND}
     assert interpreter._jit.engines[0].loop_kernels == {(False, kind) for kind in kinds}
-    assert result["parallel"]._jit.engines[0].loop_kernels == {(True, dense.KIND), (True, binary.KIND), (False, reduce.KIND)}
+    # the parallel kinds' serial twins too: an invoke on one thread (busy cores) calls those
+    parallel_kinds = {dense.KIND, binary.KIND}
+    expected = {(True, kind) for kind in parallel_kinds} | {(False, kind) for kind in kinds}
+    assert result["parallel"]._jit.engines[0].loop_kernels == expected
     assert result["inline"]._jit.engines[0].loop_kernels == set()
     for seed in (0, 1):  # twice: the second invoke reuses the arenas
         feed = [rng_floats(v.shape, 40 + 7 * seed + k, -3.0, 3.0) for k, v in enumerate(inputs)]
         _matches_litert_and_numpy(model, _run(interpreter, feed), feed, names)
 
 
-def test_kernels_equal_the_inlined_form_bit_for_bit(compiled):
+def test_kernels_equal_the_inlined_form_bit_for_bit(compiled, monkeypatch):
     """The same summation order and float32 operations: the SUM/MEAN and ADD/SUB/MUL loop
     kernels (serial and parallel) give exactly the bits of the inlined loops they replace. The
     FULLY_CONNECTED kernel sums each output in eight partial sums, where the inlined loop sums
     in ``k`` order (so it reads the weights in place), so it is held to LiteRT at 1e-5 (the test
     above) and to its parallel form bit for bit: each output is summed alike in every unit."""
     model, inputs, result = compiled
+    monkeypatch.setattr(parallel, "idle_cores", lambda: 64.0)  # two threads, however busy the machine
     names = [d["name"] for d in result["kernels"].get_output_details()]
     expected = _run(result["inline"], inputs)
     assert result["parallel"]._jit.engines[0].threads == min(2, numba.config.NUMBA_NUM_THREADS)
@@ -215,3 +220,47 @@ def test_products_of_many_rows_run_in_numpys_blas(jit_cache, monkeypatch):
     interpreter.allocate_tensors()
     assert "blas." not in interpreter._jit.engines[0].source
     _matches_litert_and_numpy(model, run_interpreter(interpreter, inputs), inputs, names)
+
+
+def attention_model() -> "keras.Model":  # noqa: F821  (imported inside)
+    """A Keras encoder block over a sequence of 16 steps: a Dense over the sequence, self-attention
+    of 2 heads, a Dense to 10 (what a converter makes of it: FULLY_CONNECTED of 16 rows and
+    BATCH_MATMULs of the heads)."""
+    import keras
+
+    keras.utils.set_random_seed(3)
+    inputs = keras.Input((16, 24), batch_size=1)
+    h = keras.layers.Dense(128, activation="relu")(inputs)
+    h = keras.layers.MultiHeadAttention(num_heads=2, key_dim=32)(h, h)
+    return keras.Model(inputs, keras.layers.Dense(10)(h))
+
+
+@pytest.mark.parametrize("converter", ["official", "numlite"])
+def test_converted_attention_block_runs_its_products_in_blas(jit_cache, converter):
+    """Models from the converters, not only numlite's writer, reach the BLAS path: a Keras
+    encoder block's dense layers over 16 steps (16 rows, >= 2^16 multiply-adds) call BLAS's
+    sgemm, and so do its heads' BATCH_MATMULs (both converters write them): LiteRT's results
+    within 1e-5, and the NumPy engine's, on the file each converter wrote."""
+    from helpers import convert_keras
+
+    from numlite.jit.kernels import blas
+
+    if blas.sgemm_address() is None:
+        message = "no OpenBLAS sgemm found in NumPy's BLAS: the compiled engine's BLAS path cannot run here"
+        pytest.fail(message) if sys.platform == "linux" else pytest.skip(message)
+    if converter == "official":
+        model = convert_keras(attention_model, "jit-dense-attention")
+    else:
+        model = numlite.TFLiteConverter.from_keras_model(attention_model()).convert()
+    inputs = [rng_floats((1, 16, 24), 41, -1.0, 1.0)]
+    interpreter = numlite.Interpreter(model_content=model, jit=True, num_threads=1)
+    interpreter.allocate_tensors()
+    report = interpreter.jit_report()["subgraphs"][0]
+    assert report["compiled"], report
+    source = interpreter._jit.engines[0].source
+    for kernel in ("product", "batch_product"):  # the dense layers, the heads' products
+        assert re.search(rf"^k\d+ = numlite\.jit\.kernels\.blas\.{kernel}_\d\d$", source, re.M), source
+    names = [d["name"] for d in interpreter.get_output_details()]
+    got = run_interpreter(interpreter, inputs)
+    assert np.max(np.abs(got[0])) > 0.1  # outputs of order one
+    _matches_litert_and_numpy(model, got, inputs, names)

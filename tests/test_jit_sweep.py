@@ -52,8 +52,9 @@ MAX_NODES = 8
 # The families of merged models are dealt round-robin to this many tests (xdist's workers share them).
 SHARDS = 6
 # The forms this file judges: fewer means forms silently left out (a generator refusing more
-# than it did, or the plan broken). 520 were judged when this was written: raise it as coverage grows.
-FLOOR = 520
+# than it did, or the plan broken). 520 were judged when this was written, 575 after the kernels of
+# helper jit-ops3 (SVDF, TOPK_V2, SCATTER_ND, the segment ops, ...): raise it as coverage grows.
+FLOOR = 575
 
 
 def merged(models: list[bytes]) -> bytes:

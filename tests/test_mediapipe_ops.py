@@ -183,6 +183,32 @@ def test_max_pool_argmax_matches_litert(x_shape, filter, padding):
     np.testing.assert_array_equal(actual_indices, actual_indices.astype(np.int64).astype(np.float32) + np.float32(0.1))
 
 
+def test_max_pool_argmax_compiled_matches_litert(jit_cache_dir, monkeypatch):
+    """The compiled engine's MaxPoolingWithArgmax2D (numlite/jit/kernels/mediapipe.py), the
+    four geometries of POOLS in one model (one compile), judged by LiteRT as the NumPy engine
+    is above: the values, and the same place of each maximum in each runtime's encoding."""
+    monkeypatch.setenv("NUMLITE_CACHE_DIR", jit_cache_dir)
+    tensors, ops = {}, []
+    for k, (x_shape, filter, padding) in enumerate(POOLS):
+        _, out = _pool_model(x_shape, filter, filter, padding)
+        tensors.update({f"x{k}": x_shape, f"v{k}": out, f"i{k}": out})
+        ops.append(("MaxPoolingWithArgmax2D", [f"x{k}"], [f"v{k}", f"i{k}"], _pool_params(padding, filter, filter)))
+    model = _model(ops, tensors, inputs=[f"x{k}" for k in range(len(POOLS))],
+                   outputs=[name for k in range(len(POOLS)) for name in (f"v{k}", f"i{k}")])
+    xs = [_floats(x_shape, 40 + k) for k, (x_shape, _, _) in enumerate(POOLS)]
+    expected = run_interpreter(litert_interpreter(model), xs)
+    interpreter = numlite.Interpreter(model_content=model, jit=True)
+    actual = run_interpreter(interpreter, xs)
+    report = interpreter.jit_report()["subgraphs"][0]
+    assert report["compiled"], report.get("reason")
+    for k, (_, filter, _) in enumerate(POOLS):
+        assert_close(actual[2 * k], expected[2 * k])
+        for a, b in zip(_numlite_positions(actual[2 * k + 1], filter[1]), _litert_positions(expected[2 * k + 1], filter[0])):
+            np.testing.assert_array_equal(a, b)
+        places = actual[2 * k + 1]
+        np.testing.assert_array_equal(places, places.astype(np.int64).astype(np.float32) + np.float32(0.1))  # MediaPipe's + 0.1
+
+
 def test_argmax_index_conventions():
     """The maximum at each place of a 2x3 window: MediaPipe's kernel (numlite) counts row-major
     and writes a float plus 0.1; LiteRT's XNNPACK counts column-major and writes uint32 bits."""

@@ -473,3 +473,63 @@ def test_float_mean_and_sum_as_one_product_on_repeated_invokes(name, shape, axes
         assert kernel.bound[2] is not None  # the product path ran
     else:
         assert interpreter.subgraph(0)._program.calls[0][1] in (np.matmul, dot_into)  # SUM direct
+
+
+# ------------------------------------------------------------------------ UNSORTED_SEGMENT_*
+
+
+def test_unsorted_segment_ids_from_data_on_both_engines(engine):
+    """Ids read from data (negative ones dropped, empty segments at the type's lowest value)
+    match LiteRT; an id at or past num_segments fails in LiteRT, and numlite raises the NumPy
+    kernel's InvokeError word for word on both engines (the compiled kernel checks the ids)."""
+    model = convert(lambda x, i: tf.math.unsorted_segment_max(x, i, 4), [tf.TensorSpec((5, 3)), tf.TensorSpec((5,), tf.int32)],
+                    key="unsorted_segment_max ids from data")
+    assert op_names(model) == ["UNSORTED_SEGMENT_MAX"]
+    x = np.random.default_rng(0).uniform(-5, 5, (5, 3)).astype(np.float32)
+    interpreter = numlite.Interpreter(model_content=model)  # compiled on the jit side (NUMLITE_JIT=1)
+    interpreter.allocate_tensors()
+    assert engine == "numpy" or interpreter.jit_report()["subgraphs"][0]["compiled"], interpreter.jit_report()
+    data_in, ids_in = (d["index"] for d in interpreter.get_input_details())
+    interpreter.set_tensor(data_in, x)
+    for ids in ([3, 0, -1, 3, 1], [2, 2, 2, 0, 0]):
+        ids = np.array(ids, np.int32)
+        interpreter.set_tensor(ids_in, ids)
+        interpreter.invoke()
+        np.testing.assert_array_equal(interpreter.get_tensor(interpreter.get_output_details()[0]["index"]),
+                                      run_litert(model, [x, ids])[0])
+    bad = np.array([0, 1, 4, 2, -3], np.int32)
+    with pytest.raises((RuntimeError, ValueError)):
+        run_litert(model, [x, bad])
+    interpreter.set_tensor(ids_in, bad)
+    with pytest.raises(numlite.InvokeError) as error:
+        interpreter.invoke()
+    assert str(error.value) == "subgraph 0, node 0 (UNSORTED_SEGMENT_MAX) failed: segment id 4 is not below num_segments 4"
+
+
+def test_segment_sum_ids_from_data_on_both_engines(engine):
+    """SEGMENT_SUM's output rows are the last id + 1, known only once the ids are: two invokes
+    of one allocation with 3 and 5 segments match LiteRT; ids that skip one fail in LiteRT, and
+    numlite raises the same error on both engines (a PrepareError naming the node: the NumPy engine
+    prepares the node at run time, where its kernel checks the ids)."""
+    model = convert(lambda x, i: tf.math.segment_sum(x, i), [tf.TensorSpec((6, 2)), tf.TensorSpec((6,), tf.int32)],
+                    key="segment_sum ids from data")
+    assert op_names(model) == ["SEGMENT_SUM"]
+    x = np.random.default_rng(1).uniform(-5, 5, (6, 2)).astype(np.float32)
+    interpreter = numlite.Interpreter(model_content=model)  # compiled on the jit side (NUMLITE_JIT=1)
+    interpreter.allocate_tensors()
+    assert engine == "numpy" or interpreter.jit_report()["subgraphs"][0]["compiled"], interpreter.jit_report()
+    data_in, ids_in = (d["index"] for d in interpreter.get_input_details())
+    interpreter.set_tensor(data_in, x)
+    for ids in ([0, 0, 1, 1, 1, 2], [0, 1, 2, 2, 3, 4]):
+        ids = np.array(ids, np.int32)
+        interpreter.set_tensor(ids_in, ids)
+        interpreter.invoke()
+        np.testing.assert_allclose(interpreter.get_tensor(interpreter.get_output_details()[0]["index"]),
+                                   run_litert(model, [x, ids])[0], rtol=1e-5, atol=1e-5)
+    bad = np.array([0, 0, 2, 2, 3, 3], np.int32)
+    with pytest.raises((RuntimeError, ValueError)):
+        run_litert(model, [x, bad])
+    interpreter.set_tensor(ids_in, bad)
+    with pytest.raises(numlite.PrepareError) as error:
+        interpreter.invoke()
+    assert str(error.value) == "subgraph 0, node 0 (SEGMENT_SUM): segment ids must start at 0 and grow by 0 or 1, got [0, 0, 2, 2, 3, 3]"

@@ -37,7 +37,10 @@ class Interpreter(InterpreterDetails):
       model_content: the model's bytes, or a :class:`numlite.model.Model`.
       num_threads: the number of threads NumPy's BLAS (which runs the convolutions, fully
         connected layers and matrix products) may use during ``invoke()``; None or -1 leave the
-        BLAS default. Applied through ``threadpoolctl`` (see :mod:`numlite.interpreter.threads`).
+        BLAS default (its size). Applied through ``threadpoolctl`` (see :mod:`numlite.interpreter.threads`).
+        The compiled engine's parallel kernels run on as many. An invoke uses fewer, as few as
+        one, while other processes keep the cores busy
+        (:func:`numlite.kernels.parallel.threads_now`); the compiled engine gives the same bits.
       experimental_preserve_all_tensors: keep every intermediate tensor readable after invoke
         (each gets its own memory instead of a shared arena slot).
       custom_ops: Python implementations of ops, by custom code (or builtin name, to override
@@ -107,7 +110,7 @@ class Interpreter(InterpreterDetails):
         self.profiler: Profiler | None = Profiler() if profile else None  # sees every operator run
         self._float_mode = FlushDenormals() if flush_denormals else contextlib.nullcontext()
         limit_threads = num_threads is not None and num_threads != -1
-        self._threads = BlasThreads(num_threads) if limit_threads else contextlib.nullcontext()
+        self._threads = BlasThreads(num_threads if limit_threads else None)  # fewer while the cores are busy
         self._cancel_requested = False
         self.watching = check_cancelled is not None  # the invoke loop calls before_op/after_op
         jit_mode = mode_from(jit)

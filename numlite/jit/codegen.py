@@ -55,7 +55,7 @@ ARENA_DTYPES = tuple(np.dtype(t) for t in (np.bool_, np.int8, np.uint8, np.int16
 # Ops that only move elements: compiled on quantized tensors when the output keeps the input's
 # scale and zero point (as LiteRT requires of them). Every other op with a quantized operand
 # needs an emitter of QUANTIZED_EMITTERS (numlite/jit/kernels/quantized*.py).
-MOVES_ELEMENTS = {"RESHAPE", "SQUEEZE", "EXPAND_DIMS", "TRANSPOSE", "SLICE", "STRIDED_SLICE", "GATHER"}
+MOVES_ELEMENTS = {"RESHAPE", "SQUEEZE", "EXPAND_DIMS", "TRANSPOSE", "SLICE", "STRIDED_SLICE", "GATHER", "TOPK_V2"}
 # Ops that store or load a variable's bytes whatever their scale (LiteRT does not requantize).
 STATE_OPS = {"CALL_ONCE", "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE"}
 
@@ -550,6 +550,7 @@ class FunctionGen:
         self.depth = depth
         self.where = (runtime.index, -1)
         self._pending: tuple[Any, dict[int, Slot]] | None = None  # the node whose outputs result() gives
+        self.nest: Any = None  # the loop nest of the element-wise loop being written (kernels.common.each)
 
     # -- the API of emitters ---------------------------------------------------------------------
 

@@ -43,6 +43,7 @@ from numlite.errors import CancelledError, InvokeError
 from numlite.jit import status
 from numlite.kernels.base import copy_into
 from numlite.interpreter.threads import BlasThreads
+from numlite.kernels.parallel import threads_now
 
 if TYPE_CHECKING:
     from numlite.interpreter.runtime import SubgraphRuntime
@@ -111,7 +112,15 @@ class CompiledModel:
         from numlite.jit.kernels.common import CTL_SIZE
 
         self.ctl_size = gen.ctl_size
-        self.loop_kernels = gen.loop_kernels  # filled (loops.ensure) before the model first runs
+        from numlite.jit.kernels import loops
+
+        # filled (loops.ensure) before the model first runs; a parallel entry point's serial
+        # twin too: an invoke on one thread (threads_now) calls the serial form
+        self.loop_kernels = gen.loop_kernels | {(False, kind) for threads, kind in gen.loop_kernels if threads}
+        parallel_table = loops.entry(True).ctypes.data
+        # the ctl slots that hold the address of the parallel form's table of entry points
+        self.table_slots = [CTL_SIZE + k for k, (_, flat, _) in enumerate(gen.arenas.constants) if flat.ctypes.data == parallel_table]
+        self.tables = {True: parallel_table, False: loops.entry(False).ctypes.data}
         # The numbers lifted out of the source (codegen.lift): written into ctl by _bind.
         self.numbers_at = gen.numbers_at
         self.numbers = np.array(gen.numbers, np.int64)
@@ -347,10 +356,22 @@ class CompiledModel:
     def _call_numba(self) -> Any:
         if not self.threads:
             return self.fn(self.A, self.ctl)
+        # Fewer threads while other processes keep the cores busy: a parallel region waits at
+        # its end for every worker it woke, and a worker on a busy core waits for a time slice
+        # (docs/jit.md, "Threads on a busy machine"). On one thread the nodes call the serial
+        # entry points (a parallel region of one thread costs about 13 us more). Both forms
+        # give the same bits, so the count may change from one invoke to the next.
+        threads = threads_now(self.threads)
+        table = self.tables[threads > 1]
+        ctl = self.ctl
+        for slot in self.table_slots:
+            ctl[slot] = table
+        if threads == 1:
+            return self.fn(self.A, ctl)
         import numba
 
         saved = numba.get_num_threads()
-        numba.set_num_threads(self.threads)
+        numba.set_num_threads(threads)
         try:
             if _threadsafe_layer():
                 return self.fn(self.A, self.ctl)

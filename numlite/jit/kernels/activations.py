@@ -46,11 +46,12 @@ def softmax_setup(x, o, src, f, p):
 @body
 def softmax_units(x, o, src, f, p, u0, u1):
     """Rows ``[u0, u1)`` of ``depth`` values: shifted by their own maximum (large logits do
-    not overflow, as in LiteRT), ``exp((x - max) * beta)`` and its sum in double, each
-    exponential stored as float32, then divided by the sum (within an ulp or two of LiteRT's
-    float32 arithmetic)."""
+    not overflow, as in LiteRT), each ``exp((x - max) * beta)`` in float32 as LiteRT computes
+    it, summed in double (``total`` starts as a float64), then divided by the sum (within an
+    ulp or two of LiteRT's float32 arithmetic). No ``float()`` here: Numba types ``float(v)``
+    of a float32 ``v`` as float32, so it would only look like a widening."""
     depth = p[1]
-    beta = float(f[0])
+    beta = f[0]
     for r in range(u0, u1):
         q0 = r * depth
         peak = x[q0]
@@ -58,7 +59,7 @@ def softmax_units(x, o, src, f, p, u0, u1):
             peak = max_nan(peak, x[q])
         total = 0.0
         for q in range(q0, q0 + depth):
-            e = math.exp((float(x[q]) - float(peak)) * beta)
+            e = math.exp((x[q] - peak) * beta)
             o[q] = e
             total += e
         for q in range(q0, q0 + depth):

@@ -25,6 +25,7 @@ The control array ``ctl`` (int64) of a compiled model:
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -83,7 +84,8 @@ def cancelled(ctl, sub, node, trace):
 
 def index(operand: Any, out: Any, i: str, g: Any) -> str:
     """The expression reading the element of ``operand`` that broadcasting pairs with output
-    element ``i``: ``a[0]`` for a single value, ``a[i]`` for the output's shape, else through
+    element ``i``: ``a[0]`` for a single value, ``a[i]`` for the output's shape, inside
+    :func:`each`'s two nested loops (see :class:`Nest`) an index of their counters, else through
     an index map (a constant of the generated model)."""
     if not operand.dynamic and operand.size == 1:
         return f"{operand.name}[0]"
@@ -93,7 +95,71 @@ def index(operand: Any, out: Any, i: str, g: Any) -> str:
         from numlite.jit.kernels.dynamic import trailing_index
 
         return trailing_index(operand, out, i)
+    nest = getattr(g, "nest", None)
+    if nest is not None and nest.out is out:
+        return f"{operand.name}[{nest.index(operand.shape)}]"
+    if nest is not None:  # probing another output's operands: no nest for this loop
+        nest.shapes.append(None)
+        return f"{operand.name}[0]"
     return f"{operand.name}[{g.const(broadcast_map(operand.shape, out.shape))}[{i}]]"
+
+
+NESTED_INDEX = "io * ni + ic"  # the output's element in Nest's loops
+
+
+class Nest:
+    """Broadcasting without an index map: the output's elements as two nested loops, ``io``
+    over the leading ``split`` dimensions and ``ic`` over the rest, so that every operand's
+    element is ``io``, ``ic``, or ``io * inner + ic`` (a squeeze-and-excite gate
+    ``[1, h, w, c] * [1, 1, 1, c]`` reads ``b[ic]``). A map costs 8 bytes of constant per
+    output element and a gather per read (a [1, 112, 112, 96] MUL: 0.83 ms with its map,
+    0.11 ms nested); the nest keeps the loads contiguous, so LLVM vectorizes the inner loop.
+
+    :func:`each` first calls the element's expression with a Nest that only records the
+    shapes :func:`index` is asked for (``split`` None), then picks a split all of them fit.
+    The inner count is one local, ``ni``, in the loop's range and in every index: lifted into
+    ``ctl`` as separate numbers (:func:`numlite.jit.codegen.lift`), LLVM could not tell the
+    rows of two views of one arena apart, and did not vectorize (0.97 ms against 0.14)."""
+
+    def __init__(self, out: Any) -> None:
+        self.out = out
+        self.shapes: list[tuple[int, ...] | None] = []  # the broadcast operands (None: no nest)
+        self.split: int | None = None
+
+    def index(self, shape: tuple[int, ...]) -> str:
+        if self.split is None:
+            self.shapes.append(tuple(shape))
+            return "0"
+        lead, rest = _parts(shape, self.out.shape, self.split)
+        if lead == "all" and rest == "all":
+            return NESTED_INDEX
+        return {("one", "all"): "ic", ("all", "one"): "io", ("one", "one"): "0"}[(lead, rest)]
+
+    def choose(self) -> bool:
+        """Pick the split every recorded operand fits, the one with the longest inner loop."""
+        if not self.shapes or None in self.shapes:
+            return False
+        rank = len(self.out.shape)
+        for split in range(1, rank):
+            if all("some" not in _parts(s, self.out.shape, split) for s in self.shapes):
+                self.split = split
+                return True
+        return False
+
+
+def _parts(shape: tuple[int, ...], out_shape: tuple[int, ...], split: int) -> tuple[str, str]:
+    """How an operand of ``shape`` meets the output's leading ``split`` dimensions and the rest:
+    ``all`` (the output's own), ``one`` (a single element, broadcast) or ``some`` (neither)."""
+    padded = (1,) * (len(out_shape) - len(shape)) + tuple(shape)
+
+    def part(mine: tuple[int, ...], theirs: tuple[int, ...]) -> str:
+        return "all" if mine == theirs else ("one" if _size(mine) == 1 else "some")
+
+    return part(padded[:split], tuple(out_shape[:split])), part(padded[split:], tuple(out_shape[split:]))
+
+
+def _size(shape: Sequence[int]) -> int:
+    return int(np.prod(shape, dtype=np.int64))
 
 
 def each(g: Any, out: Any, expression: Callable[[str], str], clamp: tuple[float, float] | None = None) -> None:
@@ -103,18 +169,44 @@ def each(g: Any, out: Any, expression: Callable[[str], str], clamp: tuple[float,
     if not out.dynamic and out.size == 0:
         return
     i = "0" if not out.dynamic and out.size == 1 else "i"
-    body = [f"{out.name}[{i}] = {expression(i)}"]
+    nest = _nest(g, out, expression) if i == "i" and not out.dynamic and len(out.shape) > 1 else None
+    if nest is not None:
+        i = NESTED_INDEX
+        g.nest = nest
+    try:
+        value = expression(i)
+    finally:
+        g.nest = None
+    body = [f"{out.name}[{i}] = {value}"]
     if clamp is not None:
         low, high = (repr(float(v)) if np.isfinite(v) else "np.inf" for v in clamp)
-        body = [f"v = {expression(i)}", f"if v < {low}: v = {low}", f"elif v > {high}: v = {high}", f"{out.name}[{i}] = v"]
+        body = [f"v = {value}", f"if v < {low}: v = {low}", f"elif v > {high}: v = {high}", f"{out.name}[{i}] = v"]
     if i == "0":
         for text in body:
             g.line(text)
         return
-    g.line(f"for i in range({out.count}):")
-    with g.indented():
+    loops = [f"for i in range({out.count}):"]
+    if nest is not None:
+        g.line(f"ni = {_size(out.shape[nest.split:])}")
+        loops = [f"for io in range({_size(out.shape[:nest.split])}):", "for ic in range(ni):"]
+    with contextlib.ExitStack() as stack:
+        for text in loops:
+            g.line(text)
+            stack.enter_context(g.indented())
         for text in body:
             g.line(text)
+
+
+def _nest(g: Any, out: Any, expression: Callable[[str], str]) -> Nest | None:
+    """The nest of two loops the expression's broadcast operands fit (None: one loop; no operand
+    broadcasts, or one would need an index map all the same)."""
+    probe = Nest(out)
+    g.nest = probe
+    try:
+        expression("i")
+    finally:
+        g.nest = None
+    return probe if probe.choose() else None
 
 
 def copy(g: Any, dst: Any, src: Any) -> None:

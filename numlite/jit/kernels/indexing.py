@@ -4,14 +4,15 @@ compiled code as numlite.kernels.indexing computes and checks them; GATHER (cons
 positions: an index map; positions from data: checked in compiled code as
 numlite.kernels.indexing checks them, raising the same error naming the node); GATHER_ND and
 EMBEDDING_LOOKUP (positions from data checked the same way), ONE_HOT, DYNAMIC_UPDATE_SLICE
-(starts clamped, as XLA)."""
+(starts clamped, as XLA), SCATTER_ND and SPARSE_TO_DENSE (coordinates from data checked the
+same way)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from numlite.jit.kernels import emits
-from numlite.jit.kernels.common import GATHER_INDEX, kernel, require, take
+from numlite.jit.kernels.common import GATHER_INDEX, each, kernel, require, take
 
 
 @emits("SLICE", "STRIDED_SLICE")
@@ -300,3 +301,117 @@ def emit_dynamic_update_slice(node, g) -> None:
     limits = np.array([o - u for o, u in zip(operand.shape, update.shape)], np.int64)
     names = [g.const(v) for v in (limits, strides, np.ascontiguousarray(offsets, np.int64))]
     g.line(f"{g.kernel(update_slice)}({operand.name}, {update.name}, {start.name}, {out.name}, {', '.join(names)})")
+
+
+# -- SCATTER_ND ------------------------------------------------------------------------------------
+
+
+@kernel
+def scatter_rows(idx, rows, nd, limits, weights):
+    """The output row each row of coordinates of ``idx`` (``nd`` per row) names, into ``rows``;
+    returns 1 when a coordinate is outside its dim."""
+    for s in range(rows.size):
+        row = 0
+        for k in range(nd):
+            v = idx[s * nd + k]
+            if v < 0 or v >= limits[k]:
+                return 1
+            row += v * weights[k]
+        rows[s] = row
+    return 0
+
+
+@kernel
+def scatter_add(rows, updates, o, inner):
+    """``o`` zeroed, then each slice of ``inner`` updates added at its row, in order: duplicates
+    add up as the NumPy kernel's ``np.add.at`` adds them (integers wrap on the store)."""
+    for q in range(o.size):
+        o[q] = 0
+    for s in range(rows.size):
+        at = rows[s] * inner
+        for c in range(inner):
+            o[at + c] += updates[s * inner + c]
+
+
+@kernel
+def scatter_or(rows, updates, o, inner):
+    """``scatter_add`` for bools: ORed (``np.logical_or.at``)."""
+    for q in range(o.size):
+        o[q] = False
+    for s in range(rows.size):
+        at = rows[s] * inner
+        for c in range(inner):
+            if updates[s * inner + c]:
+                o[at + c] = True
+
+
+@emits("SCATTER_ND")
+def emit_scatter_nd(node, g) -> None:
+    """Coordinates from data or constant, checked in compiled code with the NumPy kernel's
+    message (its InvokeError); the output's shape is a constant (else it has a run-time shape
+    and stays on NumPy)."""
+    indices, updates, _ = node.ins
+    out = node.outs[0]
+    require(updates.dtype == out.dtype, "SCATTER_ND between dtypes is not compiled")
+    if out.size == 0:
+        return
+    k = node.kernel
+    if k.n_slices == 0 or updates.size == 0:  # the NumPy kernel zeroes and checks nothing
+        g.line(f"for i in range({out.size}):")
+        g.line(f"    {out.name}[i] = 0")
+        return
+    require(k.nd > 0, "SCATTER_ND of whole outputs is not compiled")
+    limits, weights = g.const(np.asarray(k.limits, np.int64)), g.const(np.asarray(k.weights, np.int64))
+    rows, flag = g.temp((k.n_slices,), np.int64), g.name("bad")
+    g.line(f"{flag} = {g.kernel(scatter_rows)}({indices.name}, {rows.name}, {k.nd}, {limits}, {weights})")
+    g.fail_if(f"{flag} != 0", f"scatter_nd index is out of bounds for the output of shape {tuple(out.shape)}", [], prepare=False)
+    combine = scatter_or if out.dtype == np.bool_ else scatter_add
+    g.line(f"{g.kernel(combine)}({rows.name}, {updates.name}, {out.name}, {updates.size // k.n_slices})")
+
+
+# -- SPARSE_TO_DENSE -------------------------------------------------------------------------------
+
+
+@kernel
+def sparse_to_dense(idx, values, default, o, nd, limits, weights):
+    """``o`` holds ``default`` except at the coordinates of ``idx`` (``nd`` per row), which take
+    their value (one each, or the one value for all), a later repeat overwriting; returns 1
+    before writing when a coordinate is outside its dim."""
+    rows = idx.size // nd
+    for s in range(rows):
+        for k in range(nd):
+            v = idx[s * nd + k]
+            if v < 0 or v >= limits[k]:
+                return 1
+    for q in range(o.size):
+        o[q] = default
+    for s in range(rows):
+        at = 0
+        for k in range(nd):
+            at += idx[s * nd + k] * weights[k]
+        o[at] = values[s if values.size > 1 else 0]
+    return 0
+
+
+@emits("SPARSE_TO_DENSE")
+def emit_sparse_to_dense(node, g) -> None:
+    """Indices constant or from data (checked in compiled code with the NumPy kernel's
+    message); a constant output shape (else a run-time shape: NumPy). Index and value counts
+    that do not fit fail at every run: they stay on NumPy, which raises."""
+    indices, _, values, default = node.ins
+    out = node.outs[0]
+    require(values.dtype == out.dtype, "SPARSE_TO_DENSE between dtypes is not compiled")
+    nd = indices.shape[1] if len(indices.shape) == 2 else 1
+    rows = indices.size // nd if nd else 0
+    require(nd == len(out.shape) and nd > 0, "SPARSE_TO_DENSE with indices of another rank than the output fails at every run")
+    require(len(values.shape) == 0 or values.shape[0] == rows, "SPARSE_TO_DENSE with a value count unlike the index count fails at every run")
+    if out.size == 0:
+        return
+    if rows == 0:  # no index: the default everywhere
+        each(g, out, lambda i: f"{default.name}[0]")
+        return
+    limits = g.const(np.asarray(out.shape, np.int64))
+    weights = g.const(np.array([int(np.prod(out.shape[j + 1:], dtype=np.int64)) for j in range(nd)], np.int64))
+    flag = g.name("bad")
+    g.line(f"{flag} = {g.kernel(sparse_to_dense)}({indices.name}, {values.name}, {default.name}[0], {out.name}, {nd}, {limits}, {weights})")
+    g.fail_if(f"{flag} != 0", f"an index is out of range for the output shape {tuple(out.shape)}", [], prepare=False)

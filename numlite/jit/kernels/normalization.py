@@ -35,7 +35,7 @@ def log_softmax(x, o, rows, depth):
         for q in range(q0, q0 + depth):
             s = x[q] - peak  # rounded to float32, as the NumPy kernel's shifted values
             o[q] = s
-            total += math.exp(float(s))
+            total += math.exp(s)  # a float32 exponential, summed in double (total is a float64)
         log_sum = np.float32(math.log(total))
         for q in range(q0, q0 + depth):
             o[q] = o[q] - log_sum
@@ -47,7 +47,7 @@ def l2_normalize(x, o, rows, depth):
         q0 = r * depth
         total = 0.0
         for q in range(q0, q0 + depth):
-            total += float(x[q]) * float(x[q])
+            total += x[q] * x[q]  # a float32 square (as LiteRT's), summed in double
         norm = max_nan(np.float32(math.sqrt(total)), L2_EPSILON)
         for q in range(q0, q0 + depth):
             o[q] = x[q] / norm

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from numlite.jit.kernels import emits
-from numlite.jit.kernels.common import body, each, kernel, require
+from numlite.jit.kernels.common import body, each, kernel, max_nan, min_nan, require
 from numlite.jit.kernels.conv import call
 
 F32 = np.dtype(np.float32)
@@ -253,3 +253,104 @@ def emit_cumsum(node, g) -> None:
     exclusive = bool(getattr(node.options, "exclusive", False))
     reverse = bool(getattr(node.options, "reverse", False))
     g.line(f"{g.kernel(cumsum)}({x.name}, {out.name}, {outer}, {x.shape[a]}, {inner}, {exclusive}, {reverse})")
+
+
+# -- SEGMENT_SUM, UNSORTED_SEGMENT_SUM / PROD / MAX / MIN ---------------------------------------------
+#
+# Each slice of the data (its dims after the ids') is folded into the output row its id names,
+# in order, as the NumPy kernel's ``ufunc.at`` folds them; negative ids are dropped (TF's rule).
+# Ids from data are checked in compiled code with the NumPy kernel's message.
+
+SUM, PROD, MAX, MIN = range(4)
+SEGMENT_FOLDS = {"SEGMENT_SUM": SUM, "UNSORTED_SEGMENT_SUM": SUM, "UNSORTED_SEGMENT_PROD": PROD,
+                 "UNSORTED_SEGMENT_MAX": MAX, "UNSORTED_SEGMENT_MIN": MIN}
+
+
+@kernel
+def largest(ids):
+    """The largest id (-1 for none)."""
+    top = -1
+    for j in range(ids.size):
+        if ids[j] > top:
+            top = ids[j]
+    return top
+
+
+@kernel
+def segment_fold(data, ids, o, inner, empty, fold):
+    """``o`` filled with ``empty``, then each data slice of ``inner`` values folded into row
+    ``ids[j]`` (``fold``: SUM, PROD, MAX, MIN; the extrema keep a NaN, as ``np.maximum``)."""
+    for q in range(o.size):
+        o[q] = empty
+    for j in range(ids.size):
+        r = ids[j]
+        if r < 0:
+            continue
+        for c in range(inner):
+            v = data[j * inner + c]
+            at = r * inner + c
+            if fold == SUM:
+                o[at] += v
+            elif fold == PROD:
+                o[at] *= v
+            elif fold == MAX:
+                o[at] = max_nan(o[at], v)
+            else:
+                o[at] = min_nan(o[at], v)
+
+
+@kernel
+def unsorted_ids(ids):
+    """Whether SEGMENT_SUM's ids break its rule: start at 0, grow by 0 or 1 from row to row."""
+    if ids.size and ids[0] != 0:
+        return 1
+    for j in range(1, ids.size):
+        step = ids[j] - ids[j - 1]
+        if step != 0 and step != 1:
+            return 1
+    return 0
+
+
+@emits("SEGMENT_SUM", "UNSORTED_SEGMENT_SUM", "UNSORTED_SEGMENT_PROD", "UNSORTED_SEGMENT_MAX", "UNSORTED_SEGMENT_MIN")
+def emit_segments(node, g) -> None:
+    """UNSORTED_*: a constant count (else a run-time shape: NumPy); ids from data are checked,
+    an id at or past the count raising the NumPy kernel's InvokeError. SEGMENT_SUM: constant ids
+    (checked by the NumPy kernel's prepare), or ids from data, checked here as the NumPy kernel
+    checks them (the PrepareError the NumPy engine raises when it prepares the node at run time),
+    the output's rows (the last id + 1) known at run time."""
+    data, ids = node.ins[0], node.ins[1]
+    require(not data.dynamic and not ids.dynamic, f"{node.op_name} of an operand of run-time shape is not compiled")
+    if node.dynamic:
+        require(node.op_name == "SEGMENT_SUM", f"{node.op_name} with a count from data is not compiled")
+        out = _segment_rows(node, g)
+    else:
+        out = node.outs[0]
+    require(data.dtype == out.dtype, f"{node.op_name} between dtypes is not compiled")
+    if not out.dynamic and out.size == 0:
+        return
+    empty = node.kernel.empty(out.dtype)
+    if node.op_name != "SEGMENT_SUM" and ids.size and ids.value is None:
+        top, segments = g.name("top"), out.shape[0]
+        g.line(f"{top} = {g.kernel(largest)}({ids.name})")
+        g.fail_if(f"{top} >= {segments}", f"segment id {{}} is not below num_segments {segments}", [top], prepare=False)
+    inner = data.size // ids.size if ids.size else 0
+    literal = repr(float(empty)) if out.dtype.kind == "f" else str(int(empty))
+    g.line(f"{g.kernel(segment_fold)}({data.name}, {ids.name}, {out.name}, {inner}, "
+           f"np.{out.dtype.name}({literal}), {SEGMENT_FOLDS[node.op_name]})")
+
+
+emit_segments.run_time_shapes = True
+
+
+def _segment_rows(node, g):
+    """SEGMENT_SUM's output for ids from data: the ids checked (the NumPy kernel's message
+    quotes the first 8), then an array of ``last id + 1`` rows."""
+    data, ids = node.ins[0], node.ins[1]
+    n = ids.size
+    shown = min(n, 8)
+    bad = g.name("bad")
+    g.line(f"{bad} = {g.kernel(unsorted_ids)}({ids.name})")
+    g.fail_if(f"{bad} != 0", "segment ids must start at 0 and grow by 0 or 1, got [" + ", ".join(["{}"] * shown) + "]",
+              [f"{ids.name}[{j}]" for j in range(shown)])  # the NumPy engine finds it preparing the node at run time
+    rows = f"int({ids.name}[{n - 1}]) + 1" if n else "0"
+    return g.result(node, 0, (rows, *data.shape[1:]))

@@ -1,5 +1,8 @@
-"""UNIDIRECTIONAL_SEQUENCE_LSTM on float32 as one compiled loop over the time steps; RNN and
-UNIDIRECTIONAL_SEQUENCE_RNN on float32 as an inlined loop (:func:`rnn_sequence`, at the end).
+"""UNIDIRECTIONAL_SEQUENCE_LSTM on float32 as one compiled loop over the time steps, which also
+runs the full-kernel LSTM op (one step) and both directions of BIDIRECTIONAL_SEQUENCE_LSTM (the
+backward one reversed in time); RNN, UNIDIRECTIONAL_SEQUENCE_RNN and BIDIRECTIONAL_SEQUENCE_RNN
+on float32 as an inlined loop (:func:`rnn_sequence`); SVDF on float32 (:func:`svdf_step`, at
+the end).
 
 The semantics are those of the NumPy kernel (:mod:`numlite.kernels.rnn`, LiteRT's float LSTM):
 gates stacked in the order input, forget, cell, output (input left out under CIFG), optional
@@ -28,8 +31,10 @@ F = np.float32
 F32 = np.dtype(np.float32)
 NONE, RELU, RELU_N1_TO_1, RELU6, TANH, SIGN_BIT = range(6)  # LiteRT's fused activation codes
 LN_EPSILON = F(1e-8)  # LiteRT's MeanStddevNormalization
-# dims: the sizes and strides the kernel takes (an int64 constant of the generated model)
-STEPS, BATCH, N_INPUT, N_CELL, N_OUTPUT, X_STEP, X_BATCH, OUT_STEP, OUT_BATCH = range(9)
+# dims: the sizes and strides the kernel takes (an int64 constant of the generated model);
+# REVERSE: run from the last step to the first (a bidirectional op's backward direction);
+# OUT_COLUMN: where the outputs start in each output row (its place in a merged output)
+STEPS, BATCH, N_INPUT, N_CELL, N_OUTPUT, X_STEP, X_BATCH, OUT_STEP, OUT_BATCH, REVERSE, OUT_COLUMN = range(11)
 # flags
 CIFG, PEEPHOLE, LAYER_NORM, PROJECTION, ACTIVATION = range(5)
 
@@ -78,7 +83,8 @@ def lstm_sequence(x, wx, wh, bias, peep, norm, proj, proj_bias, h, c, out, gates
     width = (3 if cifg else 4) * n
     f_at = 0 if cifg else n  # where the forget, cell and output gates start in ``gates``
     c_at, o_at = f_at + n, f_at + 2 * n
-    for t in range(steps):
+    for s in range(steps):
+        t = steps - 1 - s if dims[REVERSE] else s
         for b in range(batch):
             for j in range(width):
                 gates[j] = F(0) if layer_norm else bias[j]
@@ -121,7 +127,7 @@ def lstm_sequence(x, wx, wh, bias, peep, norm, proj, proj_bias, h, c, out, gates
             for j in range(n):
                 squashed = _activate(code, cell[j]) if code != NONE else gates[c_at + j]
                 hidden[j] = sigmoid32(gates[o_at + j]) * squashed
-            out_at = t * dims[OUT_STEP] + b * dims[OUT_BATCH]
+            out_at = t * dims[OUT_STEP] + b * dims[OUT_BATCH] + dims[OUT_COLUMN]
             if projection:
                 for k in range(n_out):
                     state[k] = proj_bias[k]
@@ -151,31 +157,75 @@ def emit(node, g) -> None:
     require(len(ins) in (20, 24), "UNIDIRECTIONAL_SEQUENCE_LSTM with aux inputs is not compiled")
     o = node.options
     require(not getattr(o, "diagonal_recurrent_tensors", False), "an LSTM with diagonal recurrent weights is not compiled")
-    require(all(t is None or t.dtype == F32 for t in (*ins, out)), "UNIDIRECTIONAL_SEQUENCE_LSTM is compiled on float32 only")
-    weights = [t for k, t in enumerate(ins) if k not in (0, 18, 19) and t is not None]
-    require(all(t.value is not None for t in weights), "an LSTM whose weights are computed at run time is not compiled")
-    x, h, c = ins[0], ins[18], ins[19]
-    cifg = ins[1] is None
-    gates = range(1, 4) if cifg else range(4)
-    stack = lambda first: np.concatenate([_value(ins[first + k]) for k in gates], axis=0)  # noqa: E731  [G*n, m]
-    wx, wh, bias = stack(1), stack(5), np.concatenate([_value(ins[12 + k]) for k in gates])
-    n, n_in, n_out = ins[2].shape[0], wx.shape[1], wh.shape[1]
+    _require_float(node)
+    steps, batch = (ins[0].shape[0], ins[0].shape[1]) if o.time_major else (ins[0].shape[1], ins[0].shape[0])
     layer_norm = len(ins) == 24 and ins[21] is not None
+    _lstm_direction(g, node, 0, ins[0], ins[18], ins[19], out, steps, batch, bool(o.time_major), layer_norm)
+
+
+@emits("LSTM")
+def emit_lstm_step(node, g) -> None:
+    """The full-kernel LSTM op: one step of the sequence kernel, input ``[batch, n_in]``."""
+    ins, (out,) = node.ins, node.outs
+    _require_float(node)
+    layer_norm = len(ins) == 24 and ins[21] is not None
+    _lstm_direction(g, node, 0, ins[0], ins[18], ins[19], out, 1, ins[0].shape[0], True, layer_norm)
+
+
+@emits("BIDIRECTIONAL_SEQUENCE_LSTM")
+def emit_bidirectional_lstm(node, g) -> None:
+    """Two directions of the sequence kernel (the backward one from the last step), each
+    writing its own output or its columns of the merged one; weights 1-17 forward, 18-34
+    backward, states 35-38. An aux input without aux weights is the backward input (LiteRT's
+    non-stacking mode); aux weights are not compiled."""
+    ins, o = node.ins, node.options
+    _require_float(node)
+    require(all(ins[k] is None for k in range(40, 48)), "BIDIRECTIONAL_SEQUENCE_LSTM with aux weights is not compiled")
+    x, aux = ins[0], ins[39]
+    steps, batch = (x.shape[0], x.shape[1]) if o.time_major else (x.shape[1], x.shape[0])
+    fw_out, bw_out = (node.outs[0], node.outs[0]) if o.merge_outputs else node.outs
+    width = ins[8].shape[1]  # the forward outputs (n_output): recurrent_to_output is [n_cell, n_output], never omitted
+    _lstm_direction(g, node, 0, x, ins[35], ins[36], fw_out, steps, batch, bool(o.time_major), False)
+    _lstm_direction(g, node, 17, aux if aux is not None else x, ins[37], ins[38], bw_out, steps, batch, bool(o.time_major),
+                    False, reverse=True, column=width if o.merge_outputs else 0)
+
+
+def _require_float(node) -> None:
+    require(all(t is None or t.dtype == F32 for t in (*node.ins, *node.outs)), f"{node.op_name} is compiled on float32 only")
+
+
+def _lstm_direction(g, node, base: int, x, h, c, out, steps: int, batch: int, time_major: bool, layer_norm: bool,
+                    reverse: bool = False, column: int = 0) -> None:
+    """One call of :func:`lstm_sequence` for the direction whose weights are the op's inputs
+    ``base + 1`` to ``base + 17`` (the unidirectional layout: input weights 1-4, recurrent 5-8,
+    peephole 9-11, biases 12-15, projection 16-17; layer-norm coefficients 20-23), writing
+    ``out``'s rows from ``column`` (out's row width may hold both directions)."""
+    ins, o = node.ins, node.options
+    at = lambda k: ins[base + k]  # noqa: E731
+    weights = [at(k) for k in range(1, 18) if at(k) is not None] + ([ins[k] for k in range(20, 24) if ins[k] is not None]
+                                                                      if layer_norm else [])
+    require(all(t.value is not None for t in weights), "an LSTM whose weights are computed at run time is not compiled")
+    cifg = at(1) is None
+    gates = range(1, 4) if cifg else range(4)
+    stack = lambda first: np.concatenate([_value(at(first + k)) for k in gates], axis=0)  # noqa: E731  [G*n, m]
+    wx, wh, bias = stack(1), stack(5), np.concatenate([_value(at(12 + k)) for k in gates])
+    n, n_in, n_out = at(2).shape[0], wx.shape[1], wh.shape[1]
     norm = np.concatenate([_value(ins[20 + k]) for k in gates]) if layer_norm else np.zeros(1, F)
-    peephole = ins[10] is not None
-    peep = np.concatenate([_value(ins[9]) if ins[9] is not None else np.zeros(n, F), _value(ins[10]), _value(ins[11])]) \
+    peephole = at(10) is not None
+    peep = np.concatenate([_value(at(9)) if at(9) is not None else np.zeros(n, F), _value(at(10)), _value(at(11))]) \
         if peephole else np.zeros(1, F)  # fmt: skip
-    proj = _value(ins[16])
-    proj_bias = _value(ins[17]) if ins[17] is not None else np.zeros(n_out, F)
-    if o.time_major:
-        steps, batch = x.shape[0], x.shape[1]
-        strides = (batch * n_in, n_in, batch * n_out, n_out)
+    proj = _value(at(16))
+    proj_bias = _value(at(17)) if at(17) is not None else np.zeros(n_out, F)
+    row = out.shape[-1]  # the output row's width (both directions' when merged)
+    if time_major:
+        strides = (batch * n_in, n_in, batch * row, row)
     else:
-        batch, steps = x.shape[0], x.shape[1]
-        strides = (n_in, steps * n_in, n_out, steps * n_out)
-    require(h.size == batch * n_out and c.size == batch * n and out.size == steps * batch * n_out,
-            "UNIDIRECTIONAL_SEQUENCE_LSTM state or output sizes do not match")  # the NumPy kernel's prepare checks these
-    dims = np.array([steps, batch, n_in, n, n_out, *strides], np.int64)
+        strides = (n_in, steps * n_in, row, steps * row)
+    require(h.size == batch * n_out and c.size == batch * n and out.size == steps * batch * row and column + n_out <= row,
+            f"{node.op_name} state or output sizes do not match")  # the NumPy kernel's prepare checks these
+    if out.size == 0:
+        return
+    dims = np.array([steps, batch, n_in, n, n_out, *strides, int(reverse), column], np.int64)
     flags = np.array([cifg, peephole, layer_norm, proj is not None, int(o.fused_activation_function)], np.int64)
     clips = np.array([o.cell_clip, o.proj_clip], np.float32)
     scratch = g.temp(((3 if cifg else 4) * n,), F32)
@@ -191,13 +241,16 @@ def emit(node, g) -> None:
 
 
 @kernel
-def rnn_sequence(x, w, w_h, bias, h, out, pre, steps, batch, n_in, units, x_step, x_batch, out_step, out_batch, code):
+def rnn_sequence(x, w, w_h, bias, h, out, pre, steps, batch, n_in, units, x_step, x_batch, out_step, out_batch, code,
+                 reverse, column):
     """``h = act(W x + b + W_h h)`` for each step and batch row, in the NumPy kernel's order
     (the input's products summed in ``k`` order, then the bias, then the state's products), the
     new state written over ``h`` (the op's variable tensor) and into the output. ``w`` is
     ``[units, n_in]`` and ``w_h`` ``[units, units]`` as stored (constant or from data);
-    ``pre`` is scratch of one row's ``units``."""
-    for t in range(steps):
+    ``pre`` is scratch of one row's ``units``. ``reverse``: from the last step to the first;
+    ``column``: where the outputs start in each output row (a merged bidirectional output)."""
+    for s in range(steps):
+        t = steps - 1 - s if reverse else s
         for b in range(batch):
             x_at = t * x_step + b * x_batch
             state = h[b * units : (b + 1) * units]
@@ -213,7 +266,7 @@ def rnn_sequence(x, w, w_h, bias, h, out, pre, steps, batch, n_in, units, x_step
                 for k in range(units):
                     acc += state[k] * row[k]
                 pre[j] += acc
-            out_at = t * out_step + b * out_batch
+            out_at = t * out_step + b * out_batch + column
             for j in range(units):
                 v = _activate(code, pre[j])
                 state[j] = v
@@ -225,23 +278,105 @@ def emit_rnn(node, g) -> None:
     """A basic RNN on float32 (the hybrid, int8-weight RNN stays on NumPy): one step (RNN,
     input ``[batch, n_in]``) or a sequence, batch- or time-major; the state is the op's
     variable tensor (input 4), updated in place."""
-    x, w, w_h, bias, h = node.ins
+    x = node.ins[0]
     (out,) = node.outs
-    require(all(t is not None and t.dtype == F32 for t in (x, w, w_h, bias, h, out)), f"{node.op_name} is compiled on float32 only")
-    o = node.options
-    units = w.shape[0]
+    _require_float(node)
+    require(all(t is not None for t in node.ins), f"{node.op_name} with an omitted input is not compiled")
     if node.op_name == "RNN":
-        batch, n_in = x.shape
-        steps, time_major = 1, True
+        steps, batch, time_major = 1, x.shape[0], True
     else:
-        time_major = bool(o.time_major)
-        steps, batch, n_in = (x.shape[0], x.shape[1], x.shape[2]) if time_major else (x.shape[1], x.shape[0], x.shape[2])
-    require(h.size == batch * units and out.size == steps * batch * units, f"{node.op_name} state or output sizes do not match")
+        time_major = bool(node.options.time_major)
+        steps, batch = (x.shape[0], x.shape[1]) if time_major else (x.shape[1], x.shape[0])
+    _rnn_direction(g, node, 1, x, out, steps, batch, time_major)
+
+
+@emits("BIDIRECTIONAL_SEQUENCE_RNN")
+def emit_bidirectional_rnn(node, g) -> None:
+    """Two directions of :func:`rnn_sequence` (the backward one from the last step), each
+    writing its own output or its columns of the merged one; weights, recurrent weights, bias
+    and state at inputs 1-4 forward, 5-8 backward. An aux input without aux weights is the
+    backward input (LiteRT's non-stacking mode); aux weights are not compiled."""
+    ins, o = node.ins, node.options
+    _require_float(node)
+    require(ins[10] is None and ins[11] is None, "BIDIRECTIONAL_SEQUENCE_RNN with aux weights is not compiled")
+    require(all(ins[k] is not None for k in range(1, 9)), f"{node.op_name} with an omitted input is not compiled")
+    x, aux = ins[0], ins[9]
+    time_major = bool(o.time_major)
+    steps, batch = (x.shape[0], x.shape[1]) if time_major else (x.shape[1], x.shape[0])
+    fw_out, bw_out = (node.outs[0], node.outs[0]) if o.merge_outputs else node.outs
+    _rnn_direction(g, node, 1, x, fw_out, steps, batch, time_major)
+    _rnn_direction(g, node, 5, aux if aux is not None else x, bw_out, steps, batch, time_major, reverse=True,
+                   column=ins[1].shape[0] if o.merge_outputs else 0)
+
+
+def _rnn_direction(g, node, first: int, x, out, steps: int, batch: int, time_major: bool, reverse: bool = False,
+                   column: int = 0) -> None:
+    """One call of :func:`rnn_sequence` for the direction whose weights, recurrent weights, bias
+    and state are the op's inputs ``first`` to ``first + 3``, writing ``out``'s rows from
+    ``column``."""
+    w, w_h, bias, h = node.ins[first : first + 4]
+    units, n_in, row = w.shape[0], x.shape[-1], out.shape[-1]
+    require(h.size == batch * units and out.size == steps * batch * row and column + units <= row,
+            f"{node.op_name} state or output sizes do not match")
     if out.size == 0:
         return
     x_step, x_batch = (batch * n_in, n_in) if time_major else (n_in, steps * n_in)
-    out_step, out_batch = (batch * units, units) if time_major else (units, steps * units)
+    out_step, out_batch = (batch * row, row) if time_major else (row, steps * row)
     pre = g.temp((units,), F32)
-    code = int(o.fused_activation_function)
+    code = int(node.options.fused_activation_function)
     g.line(f"{g.kernel(rnn_sequence)}({x.name}, {w.name}, {w_h.name}, {bias.name}, {h.name}, {out.name}, {pre.name}, "
-           f"{steps}, {batch}, {n_in}, {units}, {x_step}, {x_batch}, {out_step}, {out_batch}, {code})")
+           f"{steps}, {batch}, {n_in}, {units}, {x_step}, {x_batch}, {out_step}, {out_batch}, {code}, {int(reverse)}, {column})")
+
+
+# -- SVDF (float32) ---------------------------------------------------------------------------------
+
+
+@kernel
+def svdf_step(x, feature, time, bias, state, out, batch, n_in, filters, memory, units, rank, code):
+    """One SVDF step in the NumPy kernel's order: each filter's memory (a row of ``state``, the
+    op's variable tensor, updated in place) shifts one place left and takes the feature
+    ``feature[f] . x[b]`` at its end; each filter's memory dotted with its time weights, the
+    ``rank`` filters of a unit summed, the bias added (``bias`` holds 0 when the op has none),
+    the fused activation applied. ``feature`` is ``[filters, n_in]``, ``time`` ``[filters,
+    memory]``, as stored."""
+    for b in range(batch):
+        s = state[b * filters * memory : (b + 1) * filters * memory]
+        row = x[b * n_in : (b + 1) * n_in]
+        for f in range(filters):
+            m = s[f * memory : (f + 1) * memory]
+            for j in range(memory - 1):
+                m[j] = m[j + 1]
+            w = feature[f * n_in : (f + 1) * n_in]
+            acc = F(0)
+            for k in range(n_in):
+                acc += row[k] * w[k]
+            m[memory - 1] = acc
+        for u in range(units):
+            total = F(0)
+            for r in range(rank):
+                f = u * rank + r
+                m = s[f * memory : (f + 1) * memory]
+                w = time[f * memory : (f + 1) * memory]
+                dot = F(0)
+                for j in range(memory):
+                    dot += m[j] * w[j]
+                total += dot
+            out[b * units + u] = _activate(code, total + bias[u])
+
+
+@emits("SVDF")
+def emit_svdf(node, g) -> None:
+    """Float32 SVDF, weights constant or from data (the hybrid, int8-weight SVDF stays on
+    NumPy); the state is the op's variable tensor (input 4), updated in place."""
+    x, feature, time, bias, state = node.ins
+    (out,) = node.outs
+    _require_float(node)
+    k = node.kernel
+    batch, n_in = x.shape
+    filters = feature.shape[0]
+    require(state.size == batch * filters * k.memory and out.size == batch * k.units, "SVDF state or output sizes do not match")
+    if out.size == 0:
+        return
+    bias_name = bias.name if bias is not None else g.const(np.zeros(k.units, F))
+    g.line(f"{g.kernel(svdf_step)}({x.name}, {feature.name}, {time.name}, {bias_name}, {state.name}, {out.name}, {batch}, "
+           f"{n_in}, {filters}, {k.memory}, {k.units}, {k.rank}, {int(node.options.fused_activation_function)})")

@@ -1,13 +1,14 @@
 """RESHAPE, SQUEEZE, EXPAND_DIMS: the same elements in another shape, i.e. a flat copy (or,
 for an array of run-time shape, the same array); SHAPE of an operand of run-time shape; FILL of
-a static shape; ZEROS_LIKE, BROADCAST_TO (an index map) and RANK."""
+a static shape; ZEROS_LIKE, BROADCAST_TO (an index map), RANK and BROADCAST_ARGS (shapes from
+data, checked)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from numlite.jit.kernels import NotCompiled, emits
-from numlite.jit.kernels.common import copy, each, require, take
+from numlite.jit.kernels.common import copy, each, kernel, require, take
 from numlite.jit.kernels.dynamic import shape_text
 
 
@@ -129,3 +130,38 @@ def emit_rank(node, g) -> None:
     out = node.outs[0]
     require(out.dtype.kind == "i" and out.size == 1, "RANK into this output is not compiled")
     g.line(f"{out.name}[0] = {len(node.ins[0].shape)}")
+
+
+@kernel
+def broadcast_args(a, b, o):
+    """The shape ``a`` and ``b`` broadcast to, aligned at their ends, into ``o`` (as long as the
+    longer one); returns 1 when a pair of dims does not broadcast or a dim is negative."""
+    n = o.size
+    for j in range(n):
+        da = a[a.size - n + j] if j >= n - a.size else 1
+        db = b[b.size - n + j] if j >= n - b.size else 1
+        if da < 0 or db < 0:
+            return 1
+        if da == db or db == 1:
+            o[j] = da
+        elif da == 1:
+            o[j] = db
+        else:
+            return 1
+    return 0
+
+
+@emits("BROADCAST_ARGS")
+def emit_broadcast_args(node, g) -> None:
+    """Shapes read from data (one known here is folded by the runtime); shapes that do not
+    broadcast raise the NumPy kernel's PrepareError, quoting both."""
+    a, b = node.ins
+    out = node.outs[0]
+    require(a.dtype == b.dtype == out.dtype, "BROADCAST_ARGS between dtypes is not compiled")
+    if out.size == 0:
+        return
+    flag = g.name("bad")
+    g.line(f"{flag} = {g.kernel(broadcast_args)}({a.name}, {b.name}, {out.name})")
+    tuple_text = lambda t: "(" + ", ".join(["{}"] * t.size) + ("," if t.size == 1 else "") + ")"  # noqa: E731
+    g.fail_if(f"{flag} != 0", f"shapes {tuple_text(a)} and {tuple_text(b)} do not broadcast",
+              [f"{t.name}[{j}]" for t in (a, b) for j in range(t.size)])
