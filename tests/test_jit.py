@@ -425,6 +425,23 @@ def test_resize_recompiles_and_uncovered_models_stay_on_numpy(jit_cache):
     assert not report["compiled"] and "node 0 (DIV): no compiled kernel for DIV on quantized operands" in report["reason"]
 
 
+def test_an_input_a_node_overwrites_is_the_output_read_back(jit_cache):
+    """A graph input that a node writes and that is also a graph output (a forged model: fuzz case
+    3798): the interpreter has one array for it, so get_tensor reads what the node wrote, as in LiteRT."""
+    g = Graphs()
+    m = g.subgraph()
+    x, y = m.input((3,)), m.input((3,))
+    z = m.op("ADD", [x, y], (3,), options=Options("AddOptions"))  # reads y before it is overwritten
+    m.graph.operators.append(Operator(g.opcode("TANH"), [z], [y]))
+    m.graph.outputs.append(y)
+    model, interpreter = _allocated(g.bytes())
+    _compiled(interpreter)
+    feed = [rng_floats((3,), 50), rng_floats((3,), 51)]
+    got = run_interpreter(interpreter, feed)
+    _matches_litert_and_numpy(model, got, feed, ["z", "y"])
+    assert_close(got[1], np.tanh(got[0]), what="y, written over the input")  # not the input read back
+
+
 def test_without_numba_everything_runs_on_numpy(monkeypatch, loop):
     model, _ = loop
     monkeypatch.setattr(jit, "_probe", (False, "numba cannot be imported (test)"))

@@ -308,6 +308,25 @@ def test_tensor_both_input_and_output_of_a_node():
     rejects(model, "is both an input and an output")
 
 
+def test_a_node_writing_a_constant_is_rejected():
+    """Fuzz case 1961: a node's output pointed at a buffer of data. The NumPy engine failed at
+    invoke (a read-only array) while the compiled engine ran it. LiteRT's kernels write into the
+    model's own bytes (mapped read-only when the model is a file), and its XNNPACK delegate
+    rejects some such nodes: numlite rejects the model, naming the node and the tensor."""
+    model = read_model(small_model())
+    model.buffers.append(Buffer(np.frombuffer(np.ones((2, 3), np.float32).tobytes(), np.uint8)))
+    output = model.subgraphs[0].operators[0].outputs[0]
+    tensor = model.subgraphs[0].tensors[output]
+    assert tensor.shape == (2, 3) and tensor.type == "FLOAT32"
+    tensor.buffer = len(model.buffers) - 1
+    match = rf"subgraph 0, node 0 \(MUL\): output tensor {output} \('.*'\) is a constant \(buffer {tensor.buffer} holds its data\)"
+    rejects(model, match)
+    with pytest.raises(numlite.ModelError, match=match):
+        numlite.Interpreter(model_content=write_model(model), jit=False)
+    tensor.is_variable = True  # state a node writes in place: allowed
+    verify_model(model)
+
+
 def test_opcode_index_out_of_range():
     model = read_model(small_model())
     model.subgraphs[0].operators[2].opcode_index = 40

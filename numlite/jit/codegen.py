@@ -382,7 +382,9 @@ class Generator:
                     continue
                 if shape is None or runtime.dynamic[t]:
                     raise NotCompiled(f"subgraph {self.root}: tensor {t} has a shape known only at run time")
-                twice = [slot for u, slot, _ in where if u == t and where is self.inputs]  # an input listed twice: one array
+                # One array per tensor, as in the interpreter: an input listed twice, and an output
+                # that is also an input (a node may write it: the input's view is what is read back)
+                twice = [slot for u, slot, _ in self.inputs if u == t]
                 try:
                     where.append((t, twice[0] if twice else self.arenas.alloc(runtime.dtypes[t], _size(shape)), tuple(shape)))
                 except NotCompiled as e:

@@ -383,6 +383,14 @@ def _verify_subgraph(model: Model, s: int, sg: Subgraph) -> None:
         if both:
             i = min(both)
             raise ModelError(f"subgraph {s}, {where}: tensor {i} ({sg.tensors[i].name!r}) is both an input and an output")
+        # A constant's data is the model's, read in place: LiteRT's kernels would write into the
+        # model itself, its XNNPACK delegate rejects the node, the engines would differ.
+        for i in op.outputs:
+            t = sg.tensors[i] if i >= 0 else None
+            if t is not None and not t.is_variable and t.type not in ("RESOURCE", "VARIANT") and len(model.buffers[t.buffer]):
+                raise ModelError(
+                    f"subgraph {s}, {where}: output tensor {i} ({t.name!r}) is a constant (buffer {t.buffer} holds its data)"
+                )
 
 
 def _verify_tensor(model: Model, s: int, i: int, t: Tensor) -> int:
