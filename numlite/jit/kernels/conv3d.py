@@ -19,7 +19,8 @@ import numpy as np
 
 from numlite.jit.kernels import emits
 from numlite.jit.kernels.binary import activation_range
-from numlite.jit.kernels.common import clip, kernel, require
+from numlite.jit.kernels.common import kernel, require
+from numlite.jit.kernels.transpose_conv import add_tap, finish_row
 
 F32 = np.dtype(np.float32)
 # The geometry array's entries: the input, output and filter sizes, strides, dilations, and the
@@ -66,14 +67,8 @@ def conv3d(x, w, bias, o, p, transposed, has_bias, act, low, high):
                                     continue
                                 s = (((b * p[D] + z) * p[H] + y) * p[W] + xx) * c_in
                                 t = ((kd * p[KH] + kh) * p[KW] + kw) * c_in
-                                for i in range(c_in):
-                                    v = x[s + i]
-                                    block = w[(t + i) * c_out : (t + i + 1) * c_out]
-                                    for c in range(c_out):
-                                        row[c] += v * block[c]
-                    for c in range(c_out):
-                        u = row[c] + bias[c] if has_bias else row[c]
-                        row[c] = clip(u, low, high) if act else u
+                                add_tap(row, x, s, w, t, c_in, c_out)
+                    finish_row(row, bias, c_out, has_bias, act, low, high)
 
 
 def _emit(node: Any, g: Any, x: Any, weights: np.ndarray | str, bias: Any, out: Any, kernel_size: tuple, before: list[int],
