@@ -9,8 +9,8 @@ The models: ``run.py``'s ``smallcnn`` (three 3x3 CONV_2D + RELU, two MAX_POOL_2D
 average (MEAN), FULLY_CONNECTED, SOFTMAX on 32x32x3), ``mobileblock`` (a MobileNet-style
 stack: CONV_2D, DEPTHWISE_CONV_2D with RELU6, 1x1 CONV_2D, MAX_POOL_2D, a strided depthwise,
 AVERAGE_POOL_2D, FULLY_CONNECTED, SOFTMAX on 64x64x3) and ``run.py``'s ``mobilenetv2``
-(Keras' MobileNetV2 at 224x224x3), and ``run.py``'s ``mlp`` (784-512-256-10, not in the
-default list). Each is converted once and cached under
+(Keras' MobileNetV2 at 224x224x3), and, not in the default list, ``run.py``'s ``mlp``
+(784-512-256-10), ``resnet50`` and ``efficientnetb0``. Each is converted once and cached under
 ``benchmarks/.cache/`` (``run.py``'s cache). For each thread count, four interpreters run in
 this one process on the same input: LiteRT with its default XNNPACK delegate, LiteRT's builtin
 kernels (``BUILTIN_WITHOUT_DEFAULT_DELEGATES``), numlite's NumPy engine and numlite's compiled
@@ -74,6 +74,8 @@ MODELS = {
     "mobileblock": whole_models._keras_official("mobileblock", lambda: _mobileblock, "jit_mobileblock"),
     "mobilenetv2": whole_models.SUITE["mobilenetv2"].path,
     "mlp": whole_models.SUITE["mlp"].path,
+    "resnet50": whole_models.SUITE["resnet50"].path,
+    "efficientnetb0": whole_models.SUITE["efficientnetb0"].path,
 }
 DEFAULT_MODELS = "smallcnn,mobileblock,mobilenetv2"
 

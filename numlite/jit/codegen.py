@@ -118,6 +118,16 @@ class JitNode:
     outs: list[Any]  # Operand; for a node with run-time shapes, Pending until the emitter calls g.result
     dynamic: bool = False  # an operand's shape is known only at run time (see FunctionGen.result)
     kernel: Any = None  # the NumPy engine's prepared kernel (quantized emitters read its parameters)
+    # The element-wise chain this node computes as it stores its output (numlite.jit.fusion):
+    # its emitter must take it (take_epilogue), or the node is not compiled.
+    epilogue: str | None = None
+    epilogue_taken: bool = False
+
+    def take_epilogue(self) -> str | None:
+        """The epilogue's name (a key of ``kernels.epilogues.CODES``; None: none), which the
+        emitter now computes into ``outs[0]``."""
+        self.epilogue_taken = True
+        return self.epilogue
 
 
 @dataclass
@@ -722,9 +732,12 @@ class FunctionGen:
             self.gen.slots.add(slot)
             if t >= 0 and t not in self.home and not rt.known[t]:
                 claimed.setdefault(t, slot)
+        from numlite.jit import fusion
         from numlite.jit.kernels.common import require
         from numlite.jit.kernels.dynamic import elementwise_shape
 
+        epilogues = fusion.find(rt)
+        fused: dict[int, int] = {}  # node -> the node whose epilogue computes it
         for step in rt.plan:
             # Operands whose shape here is not the runtime's (run-time shapes, a WHILE state
             # that changes shape), and operands the runtime folded into constants but that are
@@ -733,6 +746,9 @@ class FunctionGen:
             if step.folded and not changed and not any(t in self.ops and rt.known[t] for t in step.inputs):
                 continue  # computed once by the runtime
             where = f"subgraph {rt.index}, node {step.index} ({step.op_name})"
+            if step.index in fused:
+                self.line(f"# {where}: computed by node {fused[step.index]}'s epilogue")
+                continue
             quantized = _quantized(rt, step)
             emitter = (QUANTIZED_EMITTERS if quantized else EMITTERS).get(step.op_name)
             if emitter is None:
@@ -742,8 +758,9 @@ class FunctionGen:
                 # Run-time shapes: the node's own (its shapes depend on data), or an operand's
                 # here (a WHILE state that changes shape, what nodes computed from one).
                 dynamic = step.dynamic or bool(changed)
-                if not dynamic:
-                    outs = self._outputs(step, claimed, where)
+                epilogue = epilogues.get(step.index) if not dynamic and not quantized else None
+                if not dynamic:  # (with an epilogue, the node writes the chain's output)
+                    outs = self._outputs(step if epilogue is None else [epilogue.output], claimed, where)
                 elif not quantized and (step.op_name in _ELEMENTWISE_SHAPES or getattr(emitter, "run_time_shapes", False)):
                     if any(t < 0 for t in step.outputs):
                         raise NotCompiled(f"{where}: an omitted output is not compiled")
@@ -756,6 +773,7 @@ class FunctionGen:
             self.line(f"# {where}")
             kernel = getattr(step.kernel, "impl", None) or step.kernel  # a QuantizedDispatch's chosen kernel
             node = JitNode(step.op_name, rt.index, step.index, step.kernel.options, ins, outs, dynamic, kernel)
+            node.epilogue = epilogue.name if epilogue is not None else None
             self._pending = (node, claimed)
             try:
                 if dynamic and step.op_name in _ELEMENTWISE_SHAPES:  # the static emitter, on run-time counts
@@ -764,6 +782,8 @@ class FunctionGen:
                 emitter(node, self)
                 if any(isinstance(o, Pending) for o in node.outs):
                     raise NotCompiled("an output of run-time shape was not computed")
+                if node.epilogue is not None and not node.epilogue_taken:
+                    raise NotCompiled(f"its {node.epilogue} epilogue was not computed")
             except ShapeChanged:
                 raise
             except NotCompiled as e:
@@ -775,6 +795,9 @@ class FunctionGen:
             if step.folded:  # computed here after all: what reads it must not take the runtime's value
                 self.ops.update((t, op) for t, op in zip(step.outputs, node.outs))
             self.gen.ops += 1
+            if epilogue is not None:
+                fused.update((n, step.index) for n in epilogue.nodes)
+                self.gen.ops += len(epilogue.nodes)
         passed = set()
         for k, (t, slot) in enumerate(zip(g.outputs, self.out_slots)):  # pass-through, constant, repeated outputs
             source = self._read(t, f"subgraph {rt.index}, output tensor {t}")
@@ -793,9 +816,10 @@ class FunctionGen:
         return passed
 
     def _outputs(self, step: Any, claimed: dict[int, Slot], where: str) -> list[Operand]:
-        """The node's outputs, each in its graph output's slot or a new one."""
+        """The node's outputs (``step``'s, or a list of tensors), each in its graph output's
+        slot or a new one."""
         rt, outs = self.runtime, []
-        for t in step.outputs:
+        for t in getattr(step, "outputs", step):
             if t < 0:
                 raise NotCompiled(f"{where}: an omitted output is not compiled")
             if rt.graph.tensors[t].is_variable:  # written in place, as the state ops write it

@@ -26,6 +26,8 @@ The control array ``ctl`` (int64) of a compiled model:
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import os
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -45,6 +47,51 @@ def kernel(fn):
     generated function (no call per node, no separate LLVM module per kernel). NumPy's error
     model, as the generated functions: float division by zero gives inf or NaN."""
     return njit(inline="always", error_model="numpy")(fn)
+
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_DIGEST: str | None = None
+
+
+def sources_digest() -> str:
+    """A hash of the source of every module of this package (read once per process)."""
+    global _DIGEST
+    if _DIGEST is None:
+        digest = hashlib.sha256()
+        for name in sorted(os.listdir(_HERE)):
+            if name.endswith(".py"):
+                with open(os.path.join(_HERE, name), "rb") as f:
+                    digest.update(name.encode() + b"\0" + f.read())
+        _DIGEST = digest.hexdigest()[:16]
+    return _DIGEST
+
+
+def _register_cache_locator() -> None:
+    """Numba's disk cache checks only the stamp of a function's own file, but a body's compiled
+    code holds the kernels it calls from other modules (simd.py's intrinsics, epilogues.py):
+    editing one of those left stale code in a developer's ``__pycache__`` (a test passed on
+    the old code). For the functions of this package, the stamp also holds
+    :func:`sources_digest`, so any edit here recompiles them (once). An install never changes,
+    so users see no difference. Numba's own locators are kept for everything else, and a user's
+    ``NUMBA_CACHE_DIR`` still comes first."""
+    from numba.core import caching
+
+    class KernelsCacheLocator(caching.InTreeCacheLocator):
+        @classmethod
+        def from_function(cls, py_func: Any, py_file: str) -> Any:
+            if os.path.dirname(os.path.abspath(py_file)) != _HERE:
+                return None
+            return super().from_function(py_func, py_file)
+
+        def get_source_stamp(self) -> Any:
+            return super().get_source_stamp(), sources_digest()
+
+    classes = getattr(getattr(caching, "CacheImpl", None), "_locator_classes", None)
+    if isinstance(classes, list) and caching.InTreeCacheLocator in classes:  # (else another Numba: its own rules)
+        classes.insert(classes.index(caching.InTreeCacheLocator), KernelsCacheLocator)
+
+
+_register_cache_locator()
 
 
 def body(fn):

@@ -42,6 +42,7 @@ from numba import njit
 from numlite.jit.kernels import emits
 from numlite.jit.kernels.binary import activation_range
 from numlite.jit.kernels.common import body, require
+from numlite.jit.kernels.epilogues import CODES, NONE, lanes
 from numlite.jit.kernels.simd import clamp, fma, load, load_n, splat, store, store_n
 
 F32 = np.dtype(np.float32)
@@ -106,7 +107,7 @@ def pad_into(x, src, n, h, w, c, hs, ws, top, left):
 # -- CONV_2D --------------------------------------------------------------------------------------
 
 # The int64 parameters of a CONV_2D node (see emit_conv).
-N, H, W, C, HS, WS, OH, OW, OC, KH, KW, SH, SW, DH, DW, TOP, LEFT, GROUPS, CG, OG, BLOCKS, CHUNK, ACT, PADDED, FSIZE = range(25)
+N, H, W, C, HS, WS, OH, OW, OC, KH, KW, SH, SW, DH, DW, TOP, LEFT, GROUPS, CG, OG, BLOCKS, CHUNK, ACT, PADDED, FSIZE, EPILOGUE = range(26)
 
 
 @njit(inline="always")
@@ -141,6 +142,7 @@ def conv_units(x, o, src, f, p, u0, u1):
         src = x
     oh, ow, oc, kh, kw, sh, sw = p[OH], p[OW], p[OC], p[KH], p[KW], p[SH], p[SW]
     dh, dw, groups, cg, og, blocks, chunk, act = p[DH], p[DW], p[GROUPS], p[CG], p[OG], p[BLOCKS], p[CHUNK], p[ACT]
+    epi = p[EPILOGUE]
     low, high = f[p[FSIZE] - 2], f[p[FSIZE] - 1]
     merged = dw == 1 and cg == c  # a filter row's taps are contiguous in the source
     run = kw * cg if merged else cg
@@ -183,10 +185,10 @@ def conv_units(x, o, src, f, p, u0, u1):
                             a30, a31 = _madd(src, s3 + j, w0, w1, a30, a31)
                             wp += BLOCK
                 q = m * oc + ch
-                _store(o, q, a00, a01, count, act, low, high)
-                _store(o, q + oc, a10, a11, count, act, low, high)
-                _store(o, q + 2 * oc, a20, a21, count, act, low, high)
-                _store(o, q + 3 * oc, a30, a31, count, act, low, high)
+                _store(o, q, a00, a01, count, act, low, high, epi)
+                _store(o, q + oc, a10, a11, count, act, low, high, epi)
+                _store(o, q + 2 * oc, a20, a21, count, act, low, high, epi)
+                _store(o, q + 3 * oc, a30, a31, count, act, low, high, epi)
                 m += TILE
             while m < m1:
                 s0, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
@@ -199,7 +201,7 @@ def conv_units(x, o, src, f, p, u0, u1):
                         for j in range(t, t + run):
                             a00, a01 = _madd(src, s0 + j, load(f, wp), load(f, wp + LANES), a00, a01)
                             wp += BLOCK
-                _store(o, m * oc + ch, a00, a01, count, act, low, high)
+                _store(o, m * oc + ch, a00, a01, count, act, low, high, epi)
                 m += 1
 
 
@@ -211,12 +213,15 @@ def _madd(src, i, w0, w1, a0, a1):
 
 
 @njit(inline="always")
-def _store(o, q, a0, a1, count, act, low, high):
+def _store(o, q, a0, a1, count, act, low, high, epi):
     """The store step of a tile's row: ``count`` (1-16) channels at ``o[q]``, clamped to the
-    fused activation's range when ``act``. (An int8 kernel would requantize here.)"""
+    fused activation's range when ``act``, then through the epilogue ``epi`` (see
+    :mod:`numlite.jit.kernels.epilogues`). (An int8 kernel would requantize here.)"""
     if act:
         a0 = clamp(a0, low, high)
         a1 = clamp(a1, low, high)
+    if epi != NONE:
+        a0, a1 = lanes(a0, a1, epi)
     if count == BLOCK:
         store(o, q, a0)
         store(o, q + LANES, a1)
@@ -236,7 +241,7 @@ EXPANDED = PADDED
 
 
 @njit(inline="always")
-def _dw_tile(x, f, o, s, q, ch, c, kh, kw, step, row, col, bias, act, low, high, full):
+def _dw_tile(x, f, o, s, q, ch, c, kh, kw, step, row, col, bias, act, low, high, epi, full):
     """4 output pixels (input offsets ``s + k * step``) by 8 channels from ``ch``, all taps
     inside the input: 4 independent sums (one chain of fused multiply-adds would wait on
     each other's latency: 3x slower), each tap's weights loaded once. ``full``: 8 channels,
@@ -262,6 +267,9 @@ def _dw_tile(x, f, o, s, q, ch, c, kh, kw, step, row, col, bias, act, low, high,
                 a3 = fma(load_n(x, t + 3 * step, count), wv, a3)
     if act:
         a0, a1, a2, a3 = clamp(a0, low, high), clamp(a1, low, high), clamp(a2, low, high), clamp(a3, low, high)
+    if epi != NONE:
+        a0, a1 = lanes(a0, a1, epi)
+        a2, a3 = lanes(a2, a3, epi)
     if full:
         store(o, q + ch, a0)
         store(o, q + c + ch, a1)
@@ -275,7 +283,7 @@ def _dw_tile(x, f, o, s, q, ch, c, kh, kw, step, row, col, bias, act, low, high,
 
 
 @njit(inline="always")
-def _dw_pixel(x, f, o, b, iy0, ix0, q, c, h, w, kh, kw, dh, dw, bias, act, low, high):
+def _dw_pixel(x, f, o, b, iy0, ix0, q, c, h, w, kh, kw, dh, dw, bias, act, low, high, epi):
     """One output pixel whose window may reach outside the input (taps outside are skipped),
     32 channels at a time: four independent sums (masked: a block past the row's end is
     neither read nor written)."""
@@ -304,6 +312,9 @@ def _dw_pixel(x, f, o, b, iy0, ix0, q, c, h, w, kh, kw, dh, dw, bias, act, low, 
                 a3 = fma(load_n(x, t + 3 * LANES, n3), load_n(f, wp + 3 * LANES, n3), a3)
         if act:
             a0, a1, a2, a3 = clamp(a0, low, high), clamp(a1, low, high), clamp(a2, low, high), clamp(a3, low, high)
+        if epi != NONE:
+            a0, a1 = lanes(a0, a1, epi)
+            a2, a3 = lanes(a2, a3, epi)
         store_n(o, q + ch, a0, n0)
         store_n(o, q + ch + LANES, a1, n1)
         store_n(o, q + ch + 2 * LANES, a2, n2)
@@ -330,7 +341,7 @@ def depthwise_units(x, o, src, f, p, u0, u1):
     """Output rows ``[u0, u1)``."""
     n, h, w = p[N], p[H], p[W]
     oh, ow, oc, kh, kw, sh, sw, dh, dw = p[OH], p[OW], p[OC], p[KH], p[KW], p[SH], p[SW], p[DH], p[DW]
-    top, left, act = p[TOP], p[LEFT], p[ACT]
+    top, left, act, epi = p[TOP], p[LEFT], p[ACT], p[EPILOGUE]
     c = oc  # the input's channels, repeated by the multiplier in src (depthwise_setup)
     if p[EXPANDED]:
         x = src
@@ -348,18 +359,18 @@ def depthwise_units(x, o, src, f, p, u0, u1):
         inside = iy0 >= 0 and iy0 + (kh - 1) * dh < h
         start, stop = (lo, hi) if inside else (ow, ow)
         for ox in range(0, start):
-            _dw_pixel(x, f, o, b, iy0, ox * sw - left, q0 + ox * c, c, h, w, kh, kw, dh, dw, bias, act, low, high)
+            _dw_pixel(x, f, o, b, iy0, ox * sw - left, q0 + ox * c, c, h, w, kh, kw, dh, dw, bias, act, low, high, epi)
         ox = start
         while ox + 4 <= stop:
             s = ((b * h + iy0) * w + ox * sw - left) * c
             q = q0 + ox * c
             for ch in range(0, c - LANES + 1, LANES):
-                _dw_tile(x, f, o, s, q, ch, c, kh, kw, step, row, col, bias, act, low, high, True)
+                _dw_tile(x, f, o, s, q, ch, c, kh, kw, step, row, col, bias, act, low, high, epi, True)
             if c % LANES:
-                _dw_tile(x, f, o, s, q, c - c % LANES, c, kh, kw, step, row, col, bias, act, low, high, False)
+                _dw_tile(x, f, o, s, q, c - c % LANES, c, kh, kw, step, row, col, bias, act, low, high, epi, False)
             ox += 4
         for ox in range(ox, ow):
-            _dw_pixel(x, f, o, b, iy0, ox * sw - left, q0 + ox * c, c, h, w, kh, kw, dh, dw, bias, act, low, high)
+            _dw_pixel(x, f, o, b, iy0, ox * sw - left, q0 + ox * c, c, h, w, kh, kw, dh, dw, bias, act, low, high, epi)
 
 
 # -- the emitters ---------------------------------------------------------------------------------
@@ -432,13 +443,22 @@ def chunk_size(pixels: int, threads: int) -> int:
 def emit_conv(node: Any, g: Any) -> None:
     x, f, bias, out = _operands(node)
     act, limits = clamp_range(node, out)
-    conv_node(node, g, x, out, np.asarray(f.value, np.float32), _bias(bias, f.shape[0]), act, limits)
+    epilogue = epilogue_code(node)
+    conv_node(node, g, x, out, np.asarray(f.value, np.float32), _bias(bias, f.shape[0]), act, limits, epilogue)
 
 
-def conv_node(node: Any, g: Any, x: Any, out: Any, weights: np.ndarray, biases: np.ndarray, act: int, limits: list[float]) -> None:
+def epilogue_code(node: Any) -> int:
+    """The loop kernels' code of the node's epilogue (``epilogues.NONE``: none), taken."""
+    name = node.take_epilogue()
+    return NONE if name is None else CODES[name]
+
+
+def conv_node(node: Any, g: Any, x: Any, out: Any, weights: np.ndarray, biases: np.ndarray, act: int, limits: list[float],
+              epilogue: int = NONE) -> None:  # fmt: skip
     """A CONV_2D node's call of the loop kernel: float32 input ``x`` and output ``out``
     (operands or temporaries), the ``[oc, kh, kw, cg]`` filter and the bias as float32 arrays
-    (packed here), the fused activation's clamp (``act``, ``limits``). The int8 CONV_2D
+    (packed here), the fused activation's clamp (``act``, ``limits``) and the epilogue after
+    it (:mod:`numlite.jit.kernels.epilogues`). The int8 CONV_2D
     (:mod:`numlite.jit.kernels.quantized_conv`) calls it on centered values."""
     n, h, w, c = x.shape
     oc, kh, kw, cg = weights.shape
@@ -460,7 +480,7 @@ def conv_node(node: Any, g: Any, x: Any, out: Any, weights: np.ndarray, biases: 
     src, sizes, padding = source(g, x, geo, (kh, kw))
     chunk = chunk_size(n * oh * ow, g.gen.threads)
     params = [*sizes, oh, ow, oc, kh, kw, sh, sw, dh, dw, padding[1], padding[2], groups, cg, og, blocks, chunk, act, padding[0],
-              floats.size]  # fmt: skip
+              floats.size, epilogue]  # fmt: skip
     call(g, KIND_CONV, x, out, src, params, floats, out.size * kh * kw * cg)
 
 
@@ -468,11 +488,11 @@ def conv_node(node: Any, g: Any, x: Any, out: Any, weights: np.ndarray, biases: 
 def emit_depthwise(node: Any, g: Any) -> None:
     x, f, bias, out = _operands(node)
     act, limits = clamp_range(node, out)
-    depthwise_node(node, g, x, out, np.asarray(f.value, np.float32), _bias(bias, f.shape[3]), act, limits)
+    depthwise_node(node, g, x, out, np.asarray(f.value, np.float32), _bias(bias, f.shape[3]), act, limits, epilogue_code(node))
 
 
 def depthwise_node(node: Any, g: Any, x: Any, out: Any, weights: np.ndarray, biases: np.ndarray, act: int,
-                   limits: list[float]) -> None:  # fmt: skip
+                   limits: list[float], epilogue: int = NONE) -> None:  # fmt: skip
     """A DEPTHWISE_CONV_2D node's call of the loop kernel, as :func:`conv_node` (filter
     ``[1, kh, kw, oc]``)."""
     n, h, w, c = x.shape
@@ -487,5 +507,6 @@ def depthwise_node(node: Any, g: Any, x: Any, out: Any, weights: np.ndarray, bia
     top, left = geo[3]
     expanded = oc > c
     src = g.temp((n, h, w, oc), F32) if expanded else x
-    params = [n, h, w, c, h, w, oh, ow, oc, kh, kw, sh, sw, dh, dw, top, left, oc // c, 0, 0, 0, 0, act, int(expanded), floats.size]
+    params = [n, h, w, c, h, w, oh, ow, oc, kh, kw, sh, sw, dh, dw, top, left, oc // c, 0, 0, 0, 0, act, int(expanded), floats.size,
+              epilogue]  # fmt: skip
     call(g, KIND_DEPTHWISE, x, out, src, params, floats, out.size * kh * kw)

@@ -25,6 +25,8 @@ from numlite.jit.kernels import conv, emits
 from numlite.jit.kernels.binary import activation_range
 from numlite.jit.kernels.common import body, clip, each, kernel, require
 from numlite.jit.kernels.conv import call
+from numlite.jit.kernels.epilogues import CODES, NONE, epilogue_value
+from numlite.jit.kernels.epilogues import emit as emit_epilogue
 from numlite.jit.kernels.simd import f32x8, fill, fma, load, load_n
 
 F32 = np.dtype(np.float32)
@@ -35,7 +37,7 @@ KERNEL_MIN_WORK = 1 << 14  # multiply-adds; smaller nodes stay inline (a call co
 BLAS_MIN_ROWS = 2
 BLAS_MIN_WORK = 1 << 16
 BLAS_MIN_BATCH_WORK = 1 << 9  # BATCH_MATMUL's own kernel, an element loop, is 10-45x slower above it
-M, K, N, ACT, BIAS, BLOCK = range(6)  # the int64 parameters; the float32 ones: low, high, bias[N] (the weights: src)
+M, K, N, ACT, BIAS, BLOCK, EPILOGUE = range(7)  # the int64 parameters; the float32 ones: low, high, bias[N] (the weights: src)
 
 
 @kernel
@@ -96,13 +98,13 @@ def _dot(xs, w, k):
 
 
 @njit(inline="always")
-def _finish(total, c, f, bias, act, low, high):
-    """An output: ``+ bias`` and the clamp, as the inlined form's element loop."""
+def _finish(total, c, f, bias, act, low, high, epi):
+    """An output: ``+ bias``, the clamp and the epilogue, as the inlined form's element loops."""
     if bias:
         total = total + f[2 + c]
     if act:
         total = clip(total, low, high)
-    return total
+    return epilogue_value(total, epi)
 
 
 @body
@@ -113,7 +115,7 @@ def fc_units(x, o, w, f, p, u0, u1):
     (``k`` modulo 8, fused multiply-adds) then added lane by lane. Four outputs at a time share
     the loads of the input row. An output is summed the same way whatever unit holds it, so the
     serial and parallel forms give the same bits."""
-    k, n, act, bias, block = p[K], p[N], p[ACT], p[BIAS], p[BLOCK]
+    k, n, act, bias, block, epi = p[K], p[N], p[ACT], p[BIAS], p[BLOCK], p[EPILOGUE]
     blocks = (n + block - 1) // block
     low, high = f[0], f[1]
     for u in range(u0, u1):
@@ -141,13 +143,13 @@ def fc_units(x, o, w, f, p, u0, u1):
                 a1 = fma(v, load_n(w1, j, k - j), a1)
                 a2 = fma(v, load_n(w2, j, k - j), a2)
                 a3 = fma(v, load_n(w3, j, k - j), a3)
-            row[c] = _finish(_lanes_sum(a0), c, f, bias, act, low, high)
-            row[c + 1] = _finish(_lanes_sum(a1), c + 1, f, bias, act, low, high)
-            row[c + 2] = _finish(_lanes_sum(a2), c + 2, f, bias, act, low, high)
-            row[c + 3] = _finish(_lanes_sum(a3), c + 3, f, bias, act, low, high)
+            row[c] = _finish(_lanes_sum(a0), c, f, bias, act, low, high, epi)
+            row[c + 1] = _finish(_lanes_sum(a1), c + 1, f, bias, act, low, high, epi)
+            row[c + 2] = _finish(_lanes_sum(a2), c + 2, f, bias, act, low, high, epi)
+            row[c + 3] = _finish(_lanes_sum(a3), c + 3, f, bias, act, low, high, epi)
             c += 4
         while c < c1:
-            row[c] = _finish(_dot(xs, w[c * k : (c + 1) * k], k), c, f, bias, act, low, high)
+            row[c] = _finish(_dot(xs, w[c * k : (c + 1) * k], k), c, f, bias, act, low, high, epi)
             c += 1
 
 
@@ -164,8 +166,10 @@ def emit(node, g) -> None:
     m = x.size // k if k else 0
     require(m * n == out.size and k > 0, f"FULLY_CONNECTED of {x.shape} by {w.shape} into {out.shape} is not compiled")
     clamp = activation_range(node, out)
+    epilogue = node.take_epilogue()  # (numlite.jit.fusion) computed in the loop kernel, else after the clamp
     if w.value is not None and m >= BLAS_MIN_ROWS and m * k * n >= BLAS_MIN_WORK and _by_blas(g, node, x, out, m, k, n):
         _bias_and_activation(g, out, bias, n, clamp)
+        emit_epilogue(g, out, epilogue)
         return
     if w.value is not None and m * k * n >= KERNEL_MIN_WORK and (bias is None or bias.value is not None):
         b = np.zeros(n, np.float32) if bias is None else np.asarray(bias.value, np.float32).reshape(n)
@@ -175,7 +179,8 @@ def emit(node, g) -> None:
         # of every row of w_t, and blocks of 256 columns took twice the time of whole rows.
         threads = g.gen.threads if m * k * n >= conv.PARALLEL_MIN_WORK else 1
         block = n if threads <= 1 or m >= 2 * threads else min(n, 16 * -(-n // (16 * threads)))
-        call(g, KIND, x, out, w, [m, k, n, int(clamp is not None), int(bias is not None), block], floats, work=m * k * n)
+        params = [m, k, n, int(clamp is not None), int(bias is not None), block, NONE if epilogue is None else CODES[epilogue]]
+        call(g, KIND, x, out, w, params, floats, work=m * k * n)
         return
     if w.value is not None:
         w_t = g.const(np.ascontiguousarray(np.asarray(w.value, np.float32).reshape(n, k).T))
@@ -183,6 +188,7 @@ def emit(node, g) -> None:
     else:
         g.line(f"{g.kernel(rows_dot_rows)}({x.name}, {w.name}, {out.name}, {m}, {k}, {n})")
     _bias_and_activation(g, out, bias, n, clamp)
+    emit_epilogue(g, out, epilogue)
 
 
 def _bias_and_activation(g, out, bias, n: int, clamp) -> None:

@@ -248,7 +248,8 @@ def _bodies_digest() -> str:
 
         here = os.path.dirname(os.path.abspath(__file__))
         digest = hashlib.sha256()
-        for name in ("activations.py", "binary.py", "common.py", "conv.py", "dense.py", "pad.py", "pooling.py", "reduce.py", "simd.py"):
+        for name in ("activations.py", "binary.py", "common.py", "conv.py", "dense.py", "epilogues.py", "pad.py", "pooling.py",
+                     "reduce.py", "simd.py", "transcendental.py"):
             with open(os.path.join(here, name), "rb") as f:
                 digest.update(f.read())
         _DIGEST = digest.hexdigest()[:16]
