@@ -3,6 +3,7 @@ by the official converter, against LiteRT and numlite's NumPy engine, at a threa
 
     python benchmarks/jit_cnn.py [--models smallcnn,mobileblock,mobilenetv2,mlp] [--threads 1,2]
                                  [--runs N] [--warmup N] [--seed N] [--busy N] [--no-builtin]
+                                 [--no-numpy]
                                  [--every-core-idle]
 
 The models: ``run.py``'s ``smallcnn`` (three 3x3 CONV_2D + RELU, two MAX_POOL_2D, a global
@@ -81,7 +82,7 @@ DEFAULT_MODELS = "smallcnn,mobileblock,mobilenetv2"
 
 
 def benchmark(name: str, path: str, runs: int, warmup: int, seed: int, threads: Sequence[int] = (1,),
-              builtin: bool = True) -> list[dict[str, Any]]:
+              builtin: bool = True, numpy_engine: bool = True) -> list[dict[str, Any]]:
     """One row per thread count of ``threads``; the interpreters of every count alternate."""
     from ai_edge_litert.interpreter import Interpreter as LiteRT
     from ai_edge_litert.interpreter import OpResolverType
@@ -93,7 +94,8 @@ def benchmark(name: str, path: str, runs: int, warmup: int, seed: int, threads: 
         if builtin:
             interpreters["litert_builtin", t] = LiteRT(
                 model_path=path, num_threads=t, experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
-        interpreters["numpy", t] = numlite.Interpreter(model_path=path, num_threads=t, jit=False)
+        if numpy_engine:
+            interpreters["numpy", t] = numlite.Interpreter(model_path=path, num_threads=t, jit=False)
         for it in interpreters.values():
             it.allocate_tensors()
         started = time.perf_counter()
@@ -119,7 +121,7 @@ def benchmark(name: str, path: str, runs: int, warmup: int, seed: int, threads: 
     for t in threads:
         litert = interpreters["litert", t]
         expected = [litert.get_tensor(d["index"]) for d in litert.get_output_details()]
-        for who in ("numpy", "jit"):
+        for who in ("numpy", "jit") if numpy_engine else ("jit",):
             it = interpreters[who, t]
             got = [it.get_tensor(d["index"]) for d in it.get_output_details()]
             rows[t][f"{who}_max_abs_diff"] = max(float(np.max(np.abs(a - b))) for a, b in zip(got, expected))
@@ -149,9 +151,10 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         builtin = r.get("litert_builtin_us")  # (not timed with --no-builtin)
         builtin_us, builtin_ratio = ("-", "-") if builtin is None else (f"{builtin:.0f}", f"{r['jit_us'] / builtin:.2f}x")
+        numpy_us, numpy_ratio = ("-", "-") if "numpy_us" not in r else (f"{r['numpy_us']:.0f}", f"{r['jit_us'] / r['numpy_us']:.2f}x")
         lines.append(
-            f"| {r['model']} | {r['threads']} | {r['litert_us']:.0f} | {builtin_us} | {r['numpy_us']:.0f} | {r['jit_us']:.0f}"
-            f" | {r['jit_us'] / r['litert_us']:.2f}x | {builtin_ratio} | {r['jit_us'] / r['numpy_us']:.2f}x"
+            f"| {r['model']} | {r['threads']} | {r['litert_us']:.0f} | {builtin_us} | {numpy_us} | {r['jit_us']:.0f}"
+            f" | {r['jit_us'] / r['litert_us']:.2f}x | {builtin_ratio} | {numpy_ratio}"
             f" | {r['jit_allocate_s']:.2f} | {r['jit_max_abs_diff']:.1e} |"
         )
     return "\n".join(lines)
@@ -167,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache-dir", default=whole_models.DEFAULT_CACHE)
     parser.add_argument("--busy", type=int, default=0, metavar="N", help="spin N processes while timing")
     parser.add_argument("--no-builtin", action="store_true", help="leave out LiteRT's builtin kernels")
+    parser.add_argument("--no-numpy", action="store_true",
+                        help="leave out numlite's NumPy engine (its OpenBLAS workers spin after its invokes, on the cores "
+                             "the others' second threads need: docs/jit.md, 'Threads on a busy machine')")
     parser.add_argument("--every-core-idle", action="store_true",
                         help="numlite sees every core idle: num_threads whatever the load (the behaviour before threads_now)")
     args = parser.parse_args(argv)
@@ -179,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with busy_machine(args.busy):
         for name, path in paths.items():
-            for row in benchmark(name, path, args.runs, args.warmup, args.seed, threads, not args.no_builtin):
+            for row in benchmark(name, path, args.runs, args.warmup, args.seed, threads, not args.no_builtin,
+                                 not args.no_numpy):
                 if row["compiled"] is not True:
                     print(f"{name}: not compiled: {row['compiled']}", file=sys.stderr)
                 rows.append(row)

@@ -11,6 +11,9 @@ kernels). A CNN made by the official converter runs end to end."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 from typing import Any
 
@@ -24,7 +27,7 @@ from numlite.kernels import parallel
 from numlite.model.ir import Options
 
 numba = pytest.importorskip("numba")
-from numlite.jit.kernels import conv  # noqa: E402  (imports Numba)
+from numlite.jit.kernels import conv, simd  # noqa: E402  (imports Numba)
 
 SAME, VALID = 0, 1
 NONE, RELU, RELU_N1_TO_1, RELU6 = 0, 1, 2, 3
@@ -70,6 +73,8 @@ def conv_model() -> tuple[bytes, list[np.ndarray]]:
     depthwise = [
         (x, c, 1, 3, SAME, 1, 1, RELU6),  # 6 channels: one masked block
         (x, c, 2, 3, VALID, 2, 1, NONE),  # a depth multiplier
+        (x, c, 4, 3, SAME, 1, 1, NONE),  # 24 channels: a 16-lane tile (machines with AVX-512) and an 8-lane one
+        (x, c, 7, 3, SAME, 1, 1, RELU6),  # 42 channels: a 32-channel tile (AVX-512), an 8-lane one, 2 masked
         (x, c, 1, 3, SAME, 1, 2, RELU),  # dilated
         (x, c, 1, 5, SAME, 2, 1, RELU_N1_TO_1),
         (wide, 19, 1, 3, SAME, 2, 1, RELU6),  # full 8-lane blocks and a masked one
@@ -116,6 +121,26 @@ def test_every_conv_form_matches_litert_and_numpy(convs):
     for seed in (0, 1):  # twice: the second invoke reuses the arenas and the padded buffers
         feed = [rng_floats(v.shape, 30 + 3 * seed + k, -2.0, 2.0) * (20.0 if k == 2 else 1.0) for k, v in enumerate(inputs)]
         _matches_litert_and_numpy(model, run_interpreter(interpreter, feed), feed, names)
+
+
+def test_tile_width_follows_the_machine_and_the_environment():
+    """16-lane tiles where the machine has AVX-512, unless NUMLITE_JIT_LANES=8."""
+    assert conv.WIDE == (simd._has_avx512() and os.environ.get("NUMLITE_JIT_LANES") != "8")
+    assert conv.TILE == (8 if conv.WIDE else 4)
+
+
+def test_eight_lane_tiles_match_litert(tmp_path):
+    """The 8-lane tiles (machines without AVX-512) on every convolution form, epilogue and int8
+    convolution, forced by NUMLITE_JIT_LANES=8 in a process of its own (a no-op where the
+    machine has no AVX-512: the rest of the suite runs them there); its own caches."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    tests = ["tests/test_jit_conv.py::test_tile_width_follows_the_machine_and_the_environment",
+             "tests/test_jit_conv.py::test_every_conv_form_matches_litert_and_numpy", "tests/test_jit_fusion.py",
+             "tests/test_jit_quantized.py::test_int8_convolutions_and_pools_are_bit_exact_with_litert"]  # fmt: skip
+    env = {**os.environ, "NUMLITE_JIT_LANES": "8", "NUMLITE_CACHE_DIR": str(tmp_path), "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider", *tests], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=1200)  # fmt: skip
+    assert done.returncode == 0 and "6 passed" in done.stdout, done.stdout[-4000:] + done.stderr[-2000:]
 
 
 def test_two_threads_match_one_and_run_concurrently(convs, monkeypatch):

@@ -54,10 +54,11 @@ _DIGEST: str | None = None
 
 
 def sources_digest() -> str:
-    """A hash of the source of every module of this package (read once per process)."""
+    """A hash of the source of every module of this package (read once per process), and of
+    ``NUMLITE_JIT_LANES`` (which changes the convolution kernels' code: simd.AVX512)."""
     global _DIGEST
     if _DIGEST is None:
-        digest = hashlib.sha256()
+        digest = hashlib.sha256(os.environ.get("NUMLITE_JIT_LANES", "").encode())
         for name in sorted(os.listdir(_HERE)):
             if name.endswith(".py"):
                 with open(os.path.join(_HERE, name), "rb") as f:

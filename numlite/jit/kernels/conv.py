@@ -3,21 +3,24 @@
 **CONV_2D** is an implicit GEMM in XNNPACK's manner. The filter ``[oc, kh, kw, in_c / groups]``
 is packed once, at generation, into blocks of 16 output channels, ``[groups, blocks, kh, kw,
 in_c / groups, 16]`` (zeros past the last channel), and the bias into the same blocks. The
-micro-kernel keeps a tile of 4 output pixels by one 16-channel block in 8 registers of eight
-lanes (:mod:`numlite.jit.kernels.simd`): for every filter tap and input channel it loads 16
-weights once, broadcasts each pixel's input value and adds the 8 products. The tile starts at
-the bias; the fused activation is applied when it is stored. The 4 pixels are any 4
+micro-kernel keeps a tile of output pixels by one 16-channel block in 8 registers
+(:mod:`numlite.jit.kernels.simd`): 8 pixels in 16-lane registers on machines with AVX-512, 4
+pixels in pairs of 8-lane registers elsewhere (:data:`WIDE`). For every filter tap and input
+channel it loads 16 weights once, broadcasts each pixel's input value and adds the products.
+The tile starts at the bias; the fused activation (and an epilogue,
+:mod:`numlite.jit.kernels.epilogues`) is applied when it is stored. The pixels are any
 consecutive output pixels, across rows and images (each has its own input offset, as
 XNNPACK's indirection buffer gives it), so a 1x1 convolution is a plain GEMM over all pixels
-and a 7x7 output fills its tiles. The pixels left over (fewer than 4) take a 1-pixel tile.
+and a 7x7 output fills its tiles. The pixels left over take a 1-pixel tile.
 Where a filter tap can fall outside the input (SAME padding), the input is first copied into a
 zero-bordered working buffer, so the inner loop has no bounds test. With a dilation of 1 and
 no groups, a filter row's taps are contiguous in the input, so the inner loop runs along
 ``kw * in_c`` values at once.
 
 **DEPTHWISE_CONV_2D** runs along channels: for each output pixel and each block of 8
-channels, the taps' products are added in one register (the filter is already ``[kh, kw,
-channels]``; the last block of a row masks its loads and stores). With a depth multiplier
+channels (32, in two 16-lane registers, with AVX-512), the taps' products are added in one
+register (the filter is already ``[kh, kw, channels]``; the last block of a row masks its
+loads and stores). With a depth multiplier
 above 1, each input channel is first repeated into a working buffer.
 
 Both sum in float32 with fused multiply-adds (``llvm.fmuladd``), as XNNPACK does: within
@@ -43,12 +46,18 @@ from numlite.jit.kernels import emits
 from numlite.jit.kernels.binary import activation_range
 from numlite.jit.kernels.common import body, require
 from numlite.jit.kernels.epilogues import CODES, NONE, lanes
-from numlite.jit.kernels.simd import clamp, fma, load, load_n, splat, store, store_n
+from numlite.jit.kernels.simd import AVX512, clamp, fma, fma16, halves, load, load16, load_n, splat, splat16, store, store_n
 
 F32 = np.dtype(np.float32)
 KIND_CONV, KIND_DEPTHWISE = 0, 1  # loop kernel kinds (numlite.jit.kernels.loops)
 BLOCK = 16  # output channels per register block of CONV_2D (two vectors of 8)
-TILE = 4  # output pixels per CONV_2D tile
+# The tile of output pixels by one 16-channel block: 8 pixels in 16-lane values (one zmm each)
+# where the machine has AVX-512, else 4 pixels in pairs of 8-lane values (two ymm each). Either
+# way 8 accumulators, the independent chains two FMA pipes of latency 4 need; the wide tile
+# loads each tap's 16 weights once for 8 pixels, and runs twice the lanes per instruction on
+# cores with 512-bit datapaths (AMD Zen 5 here: docs/jit.md, "Wide tiles").
+WIDE = AVX512
+TILE = 8 if WIDE else 4
 LANES = 8
 
 
@@ -164,7 +173,43 @@ def conv_units(x, o, src, f, p, u0, u1):
             oy = (m0 - b * oh * ow) // ow
             ox = m0 - (b * oh + oy) * ow
             cin = gi * cg
-            while m + TILE <= m1:
+            while WIDE and m + TILE <= m1:
+                s0, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
+                s1, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
+                s2, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
+                s3, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
+                s4, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
+                s5, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
+                s6, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
+                s7, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
+                a0 = load16(f, bias)
+                a1, a2, a3, a4, a5, a6, a7 = a0, a0, a0, a0, a0, a0, a0
+                wp = wb
+                for ky in range(kh):
+                    for kx in range(columns):
+                        t = (ky * dh * ws + kx * dw) * c
+                        for j in range(t, t + run):
+                            wv = load16(f, wp)
+                            a0 = fma16(splat16(src, s0 + j), wv, a0)
+                            a1 = fma16(splat16(src, s1 + j), wv, a1)
+                            a2 = fma16(splat16(src, s2 + j), wv, a2)
+                            a3 = fma16(splat16(src, s3 + j), wv, a3)
+                            a4 = fma16(splat16(src, s4 + j), wv, a4)
+                            a5 = fma16(splat16(src, s5 + j), wv, a5)
+                            a6 = fma16(splat16(src, s6 + j), wv, a6)
+                            a7 = fma16(splat16(src, s7 + j), wv, a7)
+                            wp += BLOCK
+                q = m * oc + ch
+                _store16(o, q, a0, count, act, low, high, epi)
+                _store16(o, q + oc, a1, count, act, low, high, epi)
+                _store16(o, q + 2 * oc, a2, count, act, low, high, epi)
+                _store16(o, q + 3 * oc, a3, count, act, low, high, epi)
+                _store16(o, q + 4 * oc, a4, count, act, low, high, epi)
+                _store16(o, q + 5 * oc, a5, count, act, low, high, epi)
+                _store16(o, q + 6 * oc, a6, count, act, low, high, epi)
+                _store16(o, q + 7 * oc, a7, count, act, low, high, epi)
+                m += TILE
+            while not WIDE and m + TILE <= m1:
                 s0, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
                 s1, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
                 s2, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
@@ -210,6 +255,13 @@ def _madd(src, i, w0, w1, a0, a1):
     """One pixel's row of the tile: ``src[i]`` times the 16 weights ``w0, w1``, added."""
     v = splat(src, i)
     return fma(v, w0, a0), fma(v, w1, a1)
+
+
+@njit(inline="always")
+def _store16(o, q, a, count, act, low, high, epi):
+    """:func:`_store` of a 16-lane row."""
+    a0, a1 = halves(a)
+    _store(o, q, a0, a1, count, act, low, high, epi)
 
 
 @njit(inline="always")
@@ -280,6 +332,50 @@ def _dw_tile(x, f, o, s, q, ch, c, kh, kw, step, row, col, bias, act, low, high,
         store_n(o, q + c + ch, a1, count)
         store_n(o, q + 2 * c + ch, a2, count)
         store_n(o, q + 3 * c + ch, a3, count)
+
+
+@njit(inline="always")
+def _dw_tile32(x, f, o, s, q, ch, c, kh, kw, step, row, col, bias, act, low, high, epi):
+    """:func:`_dw_tile` on 32 full channels in 16-lane values (the wide tile: see WIDE): 8
+    independent sums, as the FMA pipes' latency needs (4 ran at half speed)."""
+    a0 = load16(f, bias + ch)
+    b0 = load16(f, bias + ch + BLOCK)
+    a1, a2, a3, b1, b2, b3 = a0, a0, a0, b0, b0, b0
+    for ky in range(kh):
+        for kx in range(kw):
+            t = s + ky * row + kx * col + ch
+            wp = (ky * kw + kx) * c + ch
+            wa, wb = load16(f, wp), load16(f, wp + BLOCK)
+            a0 = fma16(load16(x, t), wa, a0)
+            b0 = fma16(load16(x, t + BLOCK), wb, b0)
+            a1 = fma16(load16(x, t + step), wa, a1)
+            b1 = fma16(load16(x, t + step + BLOCK), wb, b1)
+            a2 = fma16(load16(x, t + 2 * step), wa, a2)
+            b2 = fma16(load16(x, t + 2 * step + BLOCK), wb, b2)
+            a3 = fma16(load16(x, t + 3 * step), wa, a3)
+            b3 = fma16(load16(x, t + 3 * step + BLOCK), wb, b3)
+    for k, (a, b) in enumerate(((a0, b0), (a1, b1), (a2, b2), (a3, b3))):
+        _store16(o, q + k * c + ch, a, BLOCK, act, low, high, epi)
+        _store16(o, q + k * c + ch + BLOCK, b, BLOCK, act, low, high, epi)
+
+
+@njit(inline="always")
+def _dw_tile16(x, f, o, s, q, ch, c, kh, kw, step, row, col, bias, act, low, high, epi):
+    """:func:`_dw_tile` on 16 full channels in 16-lane values (the wide tile: see WIDE)."""
+    a0 = load16(f, bias + ch)
+    a1, a2, a3 = a0, a0, a0
+    for ky in range(kh):
+        for kx in range(kw):
+            t = s + ky * row + kx * col + ch
+            wv = load16(f, (ky * kw + kx) * c + ch)
+            a0 = fma16(load16(x, t), wv, a0)
+            a1 = fma16(load16(x, t + step), wv, a1)
+            a2 = fma16(load16(x, t + 2 * step), wv, a2)
+            a3 = fma16(load16(x, t + 3 * step), wv, a3)
+    _store16(o, q + ch, a0, BLOCK, act, low, high, epi)
+    _store16(o, q + c + ch, a1, BLOCK, act, low, high, epi)
+    _store16(o, q + 2 * c + ch, a2, BLOCK, act, low, high, epi)
+    _store16(o, q + 3 * c + ch, a3, BLOCK, act, low, high, epi)
 
 
 @njit(inline="always")
@@ -364,10 +460,18 @@ def depthwise_units(x, o, src, f, p, u0, u1):
         while ox + 4 <= stop:
             s = ((b * h + iy0) * w + ox * sw - left) * c
             q = q0 + ox * c
-            for ch in range(0, c - LANES + 1, LANES):
+            ch = 0
+            while WIDE and ch + 2 * BLOCK <= c:
+                _dw_tile32(x, f, o, s, q, ch, c, kh, kw, step, row, col, bias, act, low, high, epi)
+                ch += 2 * BLOCK
+            while WIDE and ch + BLOCK <= c:
+                _dw_tile16(x, f, o, s, q, ch, c, kh, kw, step, row, col, bias, act, low, high, epi)
+                ch += BLOCK
+            while ch + LANES <= c:
                 _dw_tile(x, f, o, s, q, ch, c, kh, kw, step, row, col, bias, act, low, high, epi, True)
-            if c % LANES:
-                _dw_tile(x, f, o, s, q, c - c % LANES, c, kh, kw, step, row, col, bias, act, low, high, epi, False)
+                ch += LANES
+            if ch < c:
+                _dw_tile(x, f, o, s, q, ch, c, kh, kw, step, row, col, bias, act, low, high, epi, False)
             ox += 4
         for ox in range(ox, ow):
             _dw_pixel(x, f, o, b, iy0, ox * sw - left, q0 + ox * c, c, h, w, kh, kw, dh, dw, bias, act, low, high, epi)

@@ -22,6 +22,7 @@ value in halves (NEON) or lanes; the results are the same.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from llvmlite import ir
@@ -217,3 +218,99 @@ def clamp(typingctx: Any, v: Any, low: Any, high: Any) -> Any:
         return builder.select(builder.fcmp_ordered(">", x, hi), hi, x)
 
     return f32x8(v, low, high), codegen
+
+
+# -- sixteen lanes: one zmm register where the machine has AVX-512 -----------------------------------
+#
+# CONV_2D's tile on machines with AVX-512 (see conv.py, WIDE): 8 output pixels by 16 channels in
+# 8 such values, one weight load per tap. Where the machine has no AVX-512, LLVM would split
+# each value in two ymm registers: the 8 x 16 tile would need 16 accumulators and spill, so
+# the kernels take the 8-lane tile there (the constant is read at import, as Numba compiles
+# for the host).
+
+WIDE_LANES = 16
+_W = ir.VectorType(_F32, WIDE_LANES)
+
+
+class F32x16(types.Type):
+    """The Numba type of sixteen float32 lanes."""
+
+    def __init__(self) -> None:
+        super().__init__(name="f32x16")
+
+
+f32x16 = F32x16()
+
+
+@register_model(F32x16)
+class _WideModel(models.PrimitiveModel):
+    def __init__(self, dmm: Any, fe_type: Any) -> None:
+        super().__init__(dmm, fe_type, _W)
+
+
+def _has_avx512() -> bool:
+    try:
+        from llvmlite import binding
+
+        return "+avx512f" in binding.get_host_cpu_features().flatten().split(",")
+    except Exception:  # (a platform llvmlite cannot tell: the narrow tile, which is right everywhere)
+        return False
+
+
+# NUMLITE_JIT_LANES=8 takes the 8-lane tiles on any machine (the tests run them so on machines
+# with AVX-512 too; the kernels' cache stamp holds it: common.sources_digest).
+AVX512 = _has_avx512() and os.environ.get("NUMLITE_JIT_LANES") != "8"
+
+
+@intrinsic
+def load16(typingctx: Any, arr: Any, idx: Any) -> Any:
+    """``arr[idx : idx + 16]`` as one value."""
+    if not _float32_array(arr):
+        return None
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        address = builder.bitcast(_element(context, builder, sig.args[0], args[0], args[1]), _W.as_pointer())
+        return builder.load(address, align=4)
+
+    return f32x16(arr, types.int64), codegen
+
+
+@intrinsic
+def splat16(typingctx: Any, arr: Any, idx: Any) -> Any:
+    """``arr[idx]`` in every one of 16 lanes."""
+    if not _float32_array(arr):
+        return None
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        value = builder.load(_element(context, builder, sig.args[0], args[0], args[1]), align=4)
+        one = builder.insert_element(ir.Constant(_W, ir.Undefined), value, ir.Constant(_I32, 0))
+        return builder.shuffle_vector(one, ir.Constant(_W, ir.Undefined), ir.Constant(ir.VectorType(_I32, WIDE_LANES), [0] * WIDE_LANES))
+
+    return f32x16(arr, types.int64), codegen
+
+
+@intrinsic
+def fma16(typingctx: Any, a: Any, b: Any, c: Any) -> Any:
+    """``a * b + c`` on 16 lanes (``llvm.fmuladd``, as :func:`fma`)."""
+    if a != f32x16 or b != f32x16 or c != f32x16:
+        return None
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_W, [_W, _W, _W]), "llvm.fmuladd.v16f32")
+        return builder.call(fn, list(args))
+
+    return f32x16(a, b, c), codegen
+
+
+@intrinsic
+def halves(typingctx: Any, v: Any) -> Any:
+    """A 16-lane value as its two 8-lane halves (for the 8-lane store step)."""
+    if v != f32x16:
+        return None
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        parts = [builder.shuffle_vector(args[0], args[0], ir.Constant(ir.VectorType(_I32, LANES), list(range(k, k + LANES))))
+                 for k in (0, LANES)]  # fmt: skip
+        return context.make_tuple(builder, sig.return_type, parts)
+
+    return types.UniTuple(f32x8, 2)(v), codegen
