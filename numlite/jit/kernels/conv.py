@@ -154,6 +154,7 @@ def conv_units(x, o, src, f, p, u0, u1):
     epi = p[EPILOGUE]
     low, high = f[p[FSIZE] - 2], f[p[FSIZE] - 1]
     merged = dw == 1 and cg == c  # a filter row's taps are contiguous in the source
+    linear = WIDE and kh == 1 and kw == 1 and sh == 1 and sw == 1 and hs == oh and ws == ow  # pixel m reads src[m * c:]
     run = kw * cg if merged else cg
     columns = 1 if merged else kw
     pixels = n * oh * ow
@@ -174,14 +175,18 @@ def conv_units(x, o, src, f, p, u0, u1):
             ox = m0 - (b * oh + oy) * ow
             cin = gi * cg
             while WIDE and m + TILE <= m1:
-                s0, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
-                s1, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
-                s2, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
-                s3, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
-                s4, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
-                s5, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
-                s6, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
-                s7, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
+                if linear:
+                    s0 = m * c + cin
+                    s1, s2, s3, s4, s5, s6, s7 = s0 + c, s0 + 2 * c, s0 + 3 * c, s0 + 4 * c, s0 + 5 * c, s0 + 6 * c, s0 + 7 * c
+                else:
+                    s0, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
+                    s1, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
+                    s2, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
+                    s3, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
+                    s4, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
+                    s5, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
+                    s6, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
+                    s7, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
                 a0 = load16(f, bias)
                 a1, a2, a3, a4, a5, a6, a7 = a0, a0, a0, a0, a0, a0, a0
                 wp = wb
@@ -209,6 +214,10 @@ def conv_units(x, o, src, f, p, u0, u1):
                 _store16(o, q + 6 * oc, a6, count, act, low, high, epi)
                 _store16(o, q + 7 * oc, a7, count, act, low, high, epi)
                 m += TILE
+            if linear:  # the leftover pixels' coordinates (the wide tiles did not step them)
+                b = m // (oh * ow)
+                oy = (m - b * oh * ow) // ow
+                ox = m - (b * oh + oy) * ow
             while not WIDE and m + TILE <= m1:
                 s0, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
                 s1, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
@@ -360,6 +369,47 @@ def _dw_tile32(x, f, o, s, q, ch, c, kh, kw, step, row, col, bias, act, low, hig
 
 
 @njit(inline="always")
+def _dw_row3(x, f, t, wp, col, a0, a1, a2, a3):
+    """One filter row of a 3-wide, stride-1 window for 4 neighbouring pixels on 16 channels:
+    the 6 input columns they cover are loaded once (pixel ``k`` reads columns ``k..k+2``), the
+    3 weights once. Each sum takes its taps in the order of :func:`_dw_tile32`'s (same bits)."""
+    w0, w1, w2 = load16(f, wp), load16(f, wp + col), load16(f, wp + 2 * col)
+    x0, x1, x2 = load16(x, t), load16(x, t + col), load16(x, t + 2 * col)
+    a0 = fma16(x0, w0, a0)
+    a0 = fma16(x1, w1, a0)
+    a1 = fma16(x1, w0, a1)
+    a0 = fma16(x2, w2, a0)
+    a1 = fma16(x2, w1, a1)
+    a2 = fma16(x2, w0, a2)
+    x3, x4, x5 = load16(x, t + 3 * col), load16(x, t + 4 * col), load16(x, t + 5 * col)
+    a1 = fma16(x3, w2, a1)
+    a2 = fma16(x3, w1, a2)
+    a3 = fma16(x3, w0, a3)
+    a2 = fma16(x4, w2, a2)
+    a3 = fma16(x4, w1, a3)
+    a3 = fma16(x5, w2, a3)
+    return a0, a1, a2, a3
+
+
+@njit(inline="always")
+def _dw_tile3x32(x, f, o, s, q, ch, c, kh, row, col, bias, act, low, high, epi):
+    """:func:`_dw_tile32` for a 3-wide window at stride 1 and dilation 1 (MobileNet's and
+    EfficientNet's): each input column loaded once for the 4 pixels (:func:`_dw_row3`), 18
+    loads per filter row for 24 multiply-adds against 30."""
+    a0 = load16(f, bias + ch)
+    b0 = load16(f, bias + ch + BLOCK)
+    a1, a2, a3, b1, b2, b3 = a0, a0, a0, b0, b0, b0
+    for ky in range(kh):
+        t = s + ky * row + ch
+        wp = ky * 3 * c + ch
+        a0, a1, a2, a3 = _dw_row3(x, f, t, wp, c, a0, a1, a2, a3)
+        b0, b1, b2, b3 = _dw_row3(x, f, t + BLOCK, wp + BLOCK, c, b0, b1, b2, b3)
+    for k, (a, b) in enumerate(((a0, b0), (a1, b1), (a2, b2), (a3, b3))):
+        _store16(o, q + k * c + ch, a, BLOCK, act, low, high, epi)
+        _store16(o, q + k * c + ch + BLOCK, b, BLOCK, act, low, high, epi)
+
+
+@njit(inline="always")
 def _dw_tile16(x, f, o, s, q, ch, c, kh, kw, step, row, col, bias, act, low, high, epi):
     """:func:`_dw_tile` on 16 full channels in 16-lane values (the wide tile: see WIDE)."""
     a0 = load16(f, bias + ch)
@@ -447,6 +497,7 @@ def depthwise_units(x, o, src, f, p, u0, u1):
     lo = min((left + sw - 1) // sw, ow)
     hi = max(min(ow, (w - 1 - (kw - 1) * dw + left) // sw + 1), lo)
     row, col, step = dh * w * c, dw * c, sw * c
+    three = WIDE and kw == 3 and dw == 1 and sw == 1  # neighbouring pixels share input columns
     for r in range(u0, u1):
         b = r // oh
         oy = r - b * oh
@@ -461,6 +512,9 @@ def depthwise_units(x, o, src, f, p, u0, u1):
             s = ((b * h + iy0) * w + ox * sw - left) * c
             q = q0 + ox * c
             ch = 0
+            while three and ch + 2 * BLOCK <= c:
+                _dw_tile3x32(x, f, o, s, q, ch, c, kh, row, col, bias, act, low, high, epi)
+                ch += 2 * BLOCK
             while WIDE and ch + 2 * BLOCK <= c:
                 _dw_tile32(x, f, o, s, q, ch, c, kh, kw, step, row, col, bias, act, low, high, epi)
                 ch += 2 * BLOCK
