@@ -7,6 +7,10 @@ at either count) is in tests/test_jit_conv.py, on that file's model."""
 
 from __future__ import annotations
 
+import os
+import threading
+import time
+
 import numpy as np
 import pytest
 
@@ -128,3 +132,59 @@ def test_a_shrunk_pool_does_not_become_the_default(monkeypatch):
         assert controller.get_num_threads() == 2  # the default, not the size found
     finally:
         controller.set_num_threads(original)
+
+
+def test_this_process_s_other_threads_count_as_busy_for_the_compiled_engine(monkeypatch):
+    """Threads that were running before numlite (OpenBLAS's workers, spinning after NumPy's
+    BLAS calls in this process) leave fewer cores to the compiled engine's parallel regions
+    (``threads_now(..., foreign=True)``), not to the NumPy engine; a thread that ended is
+    dropped."""
+    clock, cpu = [0.0], {7: 10.0, 8: 3.0}
+    foreign = parallel._ForeignThreads(tids=[7, 8], cpu=lambda tid: cpu.get(tid), clock=lambda: clock[0])
+    assert foreign() == 0.0  # the first window has nothing to compare with
+    clock[0] += 0.25
+    cpu[7] += 0.25  # spinning the whole window
+    cpu[8] += 0.05
+    assert foreign() == pytest.approx(1.2)
+    clock[0] += 0.1
+    cpu[7] += 0.1
+    assert foreign() == pytest.approx(1.2)  # within the window: the figure stands
+    clock[0] += 0.25
+    del cpu[8]  # ended
+    assert foreign() == pytest.approx(0.1 / 0.35)  # thread 7's 0.1 s since the last read
+    assert foreign.tids == [7]
+    monkeypatch.setattr(parallel, "idle_cores", lambda: 2.0)
+    monkeypatch.setattr(parallel, "foreign_busy", lambda: 0.9)
+    assert parallel.threads_now(2) == 2 and parallel.threads_now(2, foreign=True) == 1
+    monkeypatch.setattr(parallel, "foreign_busy", lambda: 0.3)
+    assert parallel.threads_now(2, foreign=True) == 2
+
+
+def test_a_thread_s_cpu_time_is_read_from_proc():
+    """``_thread_cpu_seconds`` on a real thread: it grows while the thread works; None for a
+    thread that does not exist."""
+    if not os.path.exists("/proc/self/task"):
+        pytest.fail("no /proc/self/task on this machine: the compiled engine cannot see OpenBLAS's workers here")
+    started, done = threading.Event(), threading.Event()
+    tid = []
+
+    def work() -> None:
+        tid.append(threading.get_native_id())
+        started.set()
+        data = np.random.default_rng(0).random(1 << 20)
+        while not done.is_set():
+            np.sort(data)  # releases the GIL
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    try:
+        started.wait()
+        before = parallel._thread_cpu_seconds(tid[0])
+        deadline = time.monotonic() + 5.0
+        while parallel._thread_cpu_seconds(tid[0]) <= before and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert parallel._thread_cpu_seconds(tid[0]) > before
+    finally:
+        done.set()
+        thread.join()
+    assert parallel._thread_cpu_seconds(2**31 - 7) is None

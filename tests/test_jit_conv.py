@@ -45,6 +45,7 @@ def conv_model() -> tuple[bytes, list[np.ndarray]]:
     x = m.input((n, h, w, c))
     wide = m.input((1, 5, 6, 19))  # 19 channels: two full 8-lane blocks and 3 more
     logits = m.input((3, 10))
+    broad = m.input((1, 4, 11, 40))  # 40 channels, 11 columns: 4-pixel tiles of 3- and 5-wide windows inside
     seed = 100
 
     def consts(*shapes: tuple[int, ...]) -> list[int]:
@@ -78,11 +79,13 @@ def conv_model() -> tuple[bytes, list[np.ndarray]]:
         (x, c, 1, 3, SAME, 1, 2, RELU),  # dilated
         (x, c, 1, 5, SAME, 2, 1, RELU_N1_TO_1),
         (wide, 19, 1, 3, SAME, 2, 1, RELU6),  # full 8-lane blocks and a masked one
+        (broad, 40, 1, 3, SAME, 1, 1, NONE),  # 32 + 8 channels: with AVX-512, rows of 3 shared input columns
+        (broad, 40, 1, 5, SAME, 1, 1, RELU6),  # and of 5
     ]
     for src, ch, mult, k, padding, s, d, act in depthwise:
-        ih, iw = (h, w) if src == x else (5, 6)
+        ih, iw = (h, w) if src == x else (5, 6) if src == wide else (4, 11)
         f, b = consts((1, k, k, ch * mult), (ch * mult,))
-        shape = (1 if src == wide else n, _out(ih, k, s, d, padding), _out(iw, k, s, d, padding), ch * mult)
+        shape = (n if src == x else 1, _out(ih, k, s, d, padding), _out(iw, k, s, d, padding), ch * mult)
         m.op("DEPTHWISE_CONV_2D", [src, f, b], shape, options=Options("DepthwiseConv2DOptions", padding=padding, stride_h=s,
              stride_w=s, depth_multiplier=mult, fused_activation_function=act, dilation_h_factor=d, dilation_w_factor=d))  # fmt: skip
     for name in ("MAX_POOL_2D", "AVERAGE_POOL_2D"):
@@ -95,7 +98,7 @@ def conv_model() -> tuple[bytes, list[np.ndarray]]:
     m.op("PADV2", [logits, m.const([[1, 0], [2, 3]], np.int32), m.const(-0.5)], (4, 15))
     m.op("SOFTMAX", [logits], (3, 10), options=Options("SoftmaxOptions", beta=1.0))
     m.op("SOFTMAX", [logits], (3, 10), options=Options("SoftmaxOptions", beta=0.25))
-    inputs = [rng_floats((n, h, w, c), 1), rng_floats((1, 5, 6, 19), 2), rng_floats((3, 10), 3, -40.0, 40.0)]
+    inputs = [rng_floats((n, h, w, c), 1), rng_floats((1, 5, 6, 19), 2), rng_floats((3, 10), 3, -40.0, 40.0), rng_floats((1, 4, 11, 40), 4)]
     return g.bytes(), inputs
 
 

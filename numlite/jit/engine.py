@@ -361,7 +361,7 @@ class CompiledModel:
         # (docs/jit.md, "Threads on a busy machine"). On one thread the nodes call the serial
         # entry points (a parallel region of one thread costs about 13 us more). Both forms
         # give the same bits, so the count may change from one invoke to the next.
-        threads = threads_now(self.threads)
+        threads = threads_now(self.threads, foreign=True)
         table = self.tables[threads > 1]
         ctl = self.ctl
         for slot in self.table_slots:

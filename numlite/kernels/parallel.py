@@ -185,6 +185,69 @@ def _own_cpu_seconds() -> float:
 idle_cores = _IdleCores()
 
 
+class _ForeignThreads:
+    """The cores' worth of CPU that this process's threads started before numlite (OpenBLAS's
+    workers, which NumPy's import starts; a framework's pools) used over the last window of
+    about a quarter second, from ``/proc/self/task/<tid>/stat``. ``idle_cores`` counts them as
+    this process's own, but they are not numlite's: after each BLAS call of NumPy's, in this
+    process, OpenBLAS's workers spin for about 0.1 s, on the core a compiled parallel region's
+    second thread needs (docs/jit.md, "Threads on a busy machine"). The thread ids, the file
+    reader and the clock are parameters for the tests."""
+
+    WINDOW = 0.25
+
+    def __init__(self, tids: Sequence[int] | None = None, cpu: Callable[[int], float | None] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+        self.tids = list(tids) if tids is not None else _threads_before_numlite()
+        self.cpu = cpu or _thread_cpu_seconds
+        self.clock = clock
+        self.busy = 0.0
+        self.last: tuple[float, dict[int, float]] | None = None  # (when, each thread's CPU seconds then)
+        self.next_read = -math.inf if self.tids else math.inf
+
+    def __call__(self) -> float:
+        now = self.clock()
+        if now < self.next_read:
+            return self.busy
+        self.next_read = now + self.WINDOW
+        seconds = {tid: used for tid in self.tids if (used := self.cpu(tid)) is not None}  # (a thread that ended is dropped)
+        self.tids = list(seconds)
+        if not seconds:
+            self.next_read = math.inf
+        if self.last is not None:
+            then, before = self.last
+            used = sum(s - before.get(tid, s) for tid, s in seconds.items())
+            self.busy = max(0.0, used / max(now - then, 1e-9))
+        self.last = (now, seconds)
+        return self.busy
+
+
+def _threads_before_numlite() -> list[int]:
+    """The ids of this process's threads now (at numlite's import), the calling one aside."""
+    try:
+        here = threading.get_native_id()
+        return [int(t) for t in os.listdir("/proc/self/task") if int(t) != here]
+    except (OSError, ValueError, AttributeError):
+        return []
+
+
+_TICK = 1.0 / (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
+
+
+def _thread_cpu_seconds(tid: int) -> float | None:
+    """A thread's user and system CPU seconds, or None when it has ended."""
+    try:
+        with open(f"/proc/self/task/{tid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) * _TICK  # utime, stime (fields 14 and 15 of stat)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+foreign_busy = _ForeignThreads()
+foreign_busy()  # the baseline: the first figure an invoke reads is then the rate since numlite's import
+
+
 def fit_threads(requested: int, idle: float) -> int:
     """Threads to run ``requested`` threads' work on when other processes leave ``idle`` cores
     idle: no more than those (rounded to nearest), and at least the calling thread."""
@@ -193,7 +256,7 @@ def fit_threads(requested: int, idle: float) -> int:
     return max(1, min(requested, int(idle + 0.5)))
 
 
-def threads_now(requested: int) -> int:
+def threads_now(requested: int, foreign: bool = False) -> int:
     """The threads a parallel run may use now: ``requested`` (the interpreter's
     ``num_threads``), fewer while other processes keep the cores busy (:func:`idle_cores`,
     re-read at most every quarter second, so a small invoke pays a comparison).
@@ -202,10 +265,16 @@ def threads_now(requested: int) -> int:
     and on a core taken by another process a thread runs only when the scheduler gives it a
     time slice, milliseconds later. Their workers also spin between regions on the core the
     calling thread needs. On a 2-core machine at load 4.6, the compiled smallcnn took 7.5 ms
-    at ``num_threads=2`` against 0.18 ms at 1 (docs/jit.md, "Threads on a busy machine")."""
+    at ``num_threads=2`` against 0.18 ms at 1 (docs/jit.md, "Threads on a busy machine").
+    With ``foreign`` (the compiled engine, whose parallel regions are OpenMP's), the threads
+    of this process that are not numlite's (:data:`foreign_busy`: OpenBLAS's workers) count
+    as other processes do."""
     if requested <= 1:
         return 1
-    idle = int(idle_cores() + 0.5)  # fit_threads, inlined: this runs at every invoke
+    idle = idle_cores()
+    if foreign:  # also leave the cores this process's other threads keep busy (foreign_busy)
+        idle -= foreign_busy()
+    idle = int(idle + 0.5)  # fit_threads, inlined: this runs at every invoke
     return requested if idle >= requested else idle if idle > 1 else 1
 
 

@@ -392,18 +392,45 @@ def _dw_row3(x, f, t, wp, col, a0, a1, a2, a3):
 
 
 @njit(inline="always")
-def _dw_tile3x32(x, f, o, s, q, ch, c, kh, row, col, bias, act, low, high, epi):
-    """:func:`_dw_tile32` for a 3-wide window at stride 1 and dilation 1 (MobileNet's and
-    EfficientNet's): each input column loaded once for the 4 pixels (:func:`_dw_row3`), 18
-    loads per filter row for 24 multiply-adds against 30."""
+def _dw_row5(x, f, t, wp, col, a0, a1, a2, a3):
+    """:func:`_dw_row3` for a 5-wide window (EfficientNet's): 8 input columns, 5 weights."""
+    w0, w1, w2, w3, w4 = load16(f, wp), load16(f, wp + col), load16(f, wp + 2 * col), load16(f, wp + 3 * col), load16(f, wp + 4 * col)
+    v = load16(x, t)
+    a0 = fma16(v, w0, a0)
+    v = load16(x, t + col)
+    a0, a1 = fma16(v, w1, a0), fma16(v, w0, a1)
+    v = load16(x, t + 2 * col)
+    a0, a1, a2 = fma16(v, w2, a0), fma16(v, w1, a1), fma16(v, w0, a2)
+    v = load16(x, t + 3 * col)
+    a0, a1, a2, a3 = fma16(v, w3, a0), fma16(v, w2, a1), fma16(v, w1, a2), fma16(v, w0, a3)
+    v = load16(x, t + 4 * col)
+    a0, a1, a2, a3 = fma16(v, w4, a0), fma16(v, w3, a1), fma16(v, w2, a2), fma16(v, w1, a3)
+    v = load16(x, t + 5 * col)
+    a1, a2, a3 = fma16(v, w4, a1), fma16(v, w3, a2), fma16(v, w2, a3)
+    v = load16(x, t + 6 * col)
+    a2, a3 = fma16(v, w4, a2), fma16(v, w3, a3)
+    v = load16(x, t + 7 * col)
+    a3 = fma16(v, w4, a3)
+    return a0, a1, a2, a3
+
+
+@njit(inline="always")
+def _dw_tile_rows32(x, f, o, s, q, ch, c, kh, kw, row, col, bias, act, low, high, epi):
+    """:func:`_dw_tile32` for a 3- or 5-wide window at stride 1 and dilation 1 (MobileNet's
+    and EfficientNet's): each input column loaded once for the 4 pixels (:func:`_dw_row3`,
+    :func:`_dw_row5`); a 3-wide row takes 18 loads for 24 multiply-adds, against 30."""
     a0 = load16(f, bias + ch)
     b0 = load16(f, bias + ch + BLOCK)
     a1, a2, a3, b1, b2, b3 = a0, a0, a0, b0, b0, b0
     for ky in range(kh):
         t = s + ky * row + ch
-        wp = ky * 3 * c + ch
-        a0, a1, a2, a3 = _dw_row3(x, f, t, wp, c, a0, a1, a2, a3)
-        b0, b1, b2, b3 = _dw_row3(x, f, t + BLOCK, wp + BLOCK, c, b0, b1, b2, b3)
+        wp = ky * kw * c + ch
+        if kw == 3:
+            a0, a1, a2, a3 = _dw_row3(x, f, t, wp, c, a0, a1, a2, a3)
+            b0, b1, b2, b3 = _dw_row3(x, f, t + BLOCK, wp + BLOCK, c, b0, b1, b2, b3)
+        else:
+            a0, a1, a2, a3 = _dw_row5(x, f, t, wp, c, a0, a1, a2, a3)
+            b0, b1, b2, b3 = _dw_row5(x, f, t + BLOCK, wp + BLOCK, c, b0, b1, b2, b3)
     for k, (a, b) in enumerate(((a0, b0), (a1, b1), (a2, b2), (a3, b3))):
         _store16(o, q + k * c + ch, a, BLOCK, act, low, high, epi)
         _store16(o, q + k * c + ch + BLOCK, b, BLOCK, act, low, high, epi)
@@ -497,7 +524,7 @@ def depthwise_units(x, o, src, f, p, u0, u1):
     lo = min((left + sw - 1) // sw, ow)
     hi = max(min(ow, (w - 1 - (kw - 1) * dw + left) // sw + 1), lo)
     row, col, step = dh * w * c, dw * c, sw * c
-    three = WIDE and kw == 3 and dw == 1 and sw == 1  # neighbouring pixels share input columns
+    rows = WIDE and (kw == 3 or kw == 5) and dw == 1 and sw == 1  # neighbouring pixels share input columns
     for r in range(u0, u1):
         b = r // oh
         oy = r - b * oh
@@ -512,8 +539,8 @@ def depthwise_units(x, o, src, f, p, u0, u1):
             s = ((b * h + iy0) * w + ox * sw - left) * c
             q = q0 + ox * c
             ch = 0
-            while three and ch + 2 * BLOCK <= c:
-                _dw_tile3x32(x, f, o, s, q, ch, c, kh, row, col, bias, act, low, high, epi)
+            while rows and ch + 2 * BLOCK <= c:
+                _dw_tile_rows32(x, f, o, s, q, ch, c, kh, kw, row, col, bias, act, low, high, epi)
                 ch += 2 * BLOCK
             while WIDE and ch + 2 * BLOCK <= c:
                 _dw_tile32(x, f, o, s, q, ch, c, kh, kw, step, row, col, bias, act, low, high, epi)
