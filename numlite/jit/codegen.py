@@ -760,7 +760,7 @@ class FunctionGen:
                 dynamic = step.dynamic or bool(changed)
                 epilogue = epilogues.get(step.index) if not dynamic and not quantized else None
                 if not dynamic:  # (with an epilogue, the node writes the chain's output)
-                    outs = self._outputs(step if epilogue is None else [epilogue.output], claimed, where)
+                    outs = self._outputs(step.outputs if epilogue is None else [epilogue.output], claimed, where)
                 elif not quantized and (step.op_name in _ELEMENTWISE_SHAPES or getattr(emitter, "run_time_shapes", False)):
                     if any(t < 0 for t in step.outputs):
                         raise NotCompiled(f"{where}: an omitted output is not compiled")
@@ -815,11 +815,10 @@ class FunctionGen:
                 copy(self, Operand(slot.name, source.shape, source.dtype, None, slot), source)
         return passed
 
-    def _outputs(self, step: Any, claimed: dict[int, Slot], where: str) -> list[Operand]:
-        """The node's outputs (``step``'s, or a list of tensors), each in its graph output's
-        slot or a new one."""
+    def _outputs(self, tensors: Sequence[int], claimed: dict[int, Slot], where: str) -> list[Operand]:
+        """A node's output tensors as operands, each in its graph output's slot or a new one."""
         rt, outs = self.runtime, []
-        for t in getattr(step, "outputs", step):
+        for t in tensors:
             if t < 0:
                 raise NotCompiled(f"{where}: an omitted output is not compiled")
             if rt.graph.tensors[t].is_variable:  # written in place, as the state ops write it

@@ -21,6 +21,7 @@ from numba.core import cgutils
 from numba import types
 from numba.extending import intrinsic
 
+from numlite.jit.kernels.common import clip
 from numlite.jit.kernels.simd import _I32, LANES, f32x8
 from numlite.jit.kernels.transcendental import EXP_HIGH, EXP_LOW, LN2_HIGH, LN2_LOW, LOG2_E, ROUNDER, TANH_SERIES_BELOW, sigmoid32, tanh32
 
@@ -42,9 +43,7 @@ EXPRESSIONS = {
 
 @njit(inline="always")
 def _hard_swish(v):
-    c = v + F(3.0)
-    c = F(0.0) if c < F(0.0) else (F(6.0) if c > F(6.0) else c)  # common.clip's order: NaN passes
-    return c * SIXTH * v
+    return clip(v + F(3.0), F(0.0), F(6.0)) * SIXTH * v
 
 
 # -- on eight lanes, before the loop kernels store them ---------------------------------------------

@@ -43,7 +43,7 @@ from numlite.jit.kernels import NotCompiled
 from numlite.jit.kernels.activations import SOFTMAX, softmax_setup, softmax_units
 from numlite.jit.kernels.binary import KIND as BINARY
 from numlite.jit.kernels.binary import binary_setup, binary_units
-from numlite.jit.kernels.common import CTL_SIZE, at, body
+from numlite.jit.kernels.common import CTL_SIZE, at, body, sources_digest
 from numlite.jit.kernels.conv import KIND_CONV, KIND_DEPTHWISE, conv_setup, conv_units, depthwise_setup, depthwise_units
 from numlite.jit.kernels.dense import KIND as DENSE
 from numlite.jit.kernels.dense import fc_setup, fc_units
@@ -183,7 +183,7 @@ def _install(threads: bool, kind: int, compile_missing: bool) -> bool:
     template = _parallel if threads else _serial if units is not None else _setup_only
     # Numba's disk cache checks only the time stamp of this file, not of the bodies it links
     # in: the bodies' sources are part of the cached function's name instead.
-    name = f"{'parallel' if threads else 'serial'}_{kind}_{_bodies_digest()}"
+    name = f"{'parallel' if threads else 'serial'}_{kind}_{sources_digest()}"
     fn = pytypes.FunctionType(template.__code__, {**template.__globals__, "SETUP": setup, "UNITS": units}, name)
     fn.__qualname__ = name
     fn.__module__ = template.__module__
@@ -236,24 +236,6 @@ def share(
 
 def _cost(threads: bool, kind: int) -> float:
     return COST.get(kind, 1.0) * (1.5 if threads else 1.0)  # a parallel entry point compiles parfors too
-
-
-_DIGEST: str | None = None
-
-
-def _bodies_digest() -> str:
-    global _DIGEST
-    if _DIGEST is None:
-        import hashlib
-
-        here = os.path.dirname(os.path.abspath(__file__))
-        digest = hashlib.sha256()
-        for name in ("activations.py", "binary.py", "common.py", "conv.py", "dense.py", "epilogues.py", "pad.py", "pooling.py",
-                     "reduce.py", "simd.py", "transcendental.py"):
-            with open(os.path.join(here, name), "rb") as f:
-                digest.update(f.read())
-        _DIGEST = digest.hexdigest()[:16]
-    return _DIGEST
 
 
 @intrinsic
