@@ -398,9 +398,20 @@ def conv_forms() -> tuple[bytes, list[np.ndarray], list[str]]:
         (wide, 19, 1, 3, SAME, 2, 1, 3, True),  # full 8-lane blocks and a masked one
         (wide, 19, 1, 3, SAME, 1, 1, 0, False),  # stride 1: the 4-pixel tiles of the interior
     ]
+    # int8 channels in whole 8-channel blocks (the byte kind of quantized_conv, on machines with
+    # AVX-512): 16-lane blocks in pairs and alone, 3- and 5-wide rows, strides, dilations
+    d40 = g.add(x(ints(I8, (n, h, w, 40), rng), (0.04, 9)), "d40")
+    d8 = g.add(x(ints(I8, (1, 6, 9, 8), rng), (0.04, -100)), "d8")
+    depthwise += [
+        (d40, 40, 1, 3, SAME, 1, 1, 3, True),
+        (d40, 40, 1, 5, SAME, 1, 1, 0, True),
+        (d40, 40, 1, 3, VALID, 2, 1, 1, False),
+        (d40, 40, 1, 3, SAME, 1, 2, 2, True),
+        (d8, 8, 1, 3, SAME, 2, 1, 0, True),
+    ]
     for i, (src, ch, mult, kk, padding, s, d, act, per_channel) in enumerate(depthwise):
-        ih, iw, batch = (h, w, n) if src == a else (5, 6, 1)
-        f, b = weights((1, kk, kk, ch * mult), 3, per_channel, X[0] if src == a else 0.03)
+        ih, iw, batch = (h, w, n) if src in (a, d40) else (6, 9, 1) if src == d8 else (5, 6, 1)
+        f, b = weights((1, kk, kk, ch * mult), 3, per_channel, X[0] if src == a else 0.04 if src in (d40, d8) else 0.03)
         shape = (batch, _size(ih, kk, s, d, padding), _size(iw, kk, s, d, padding), ch * mult)
         node(f"depthwise{i}", "DEPTHWISE_CONV_2D", [src, f, b], out(I8, (0.1 + 0.02 * i, -3 + i), shape),
              {"padding": padding, "stride_h": s, "stride_w": s, "depth_multiplier": mult, "fused_activation_function": act,
@@ -446,16 +457,41 @@ def conv_forms() -> tuple[bytes, list[np.ndarray], list[str]]:
 def conv_forms_model():
     from numlite.jit.kernels import conv
 
+    from numlite.jit.kernels import quantized_conv
+
     data, feeds, names = conv_forms()
-    compiled = {}
+    compiled, on_bytes = {}, set()
+    def spy(emit: Any) -> Any:  # which nodes the byte kinds take (test_byte_kinds_...)
+        def spied(node: Any, *args: Any) -> None:
+            on_bytes.add(names[node.index])  # (one operator per name, in order)
+            emit(node, *args)
+
+        return spied
+
     for threads in (1, 2):
         it = numlite.Interpreter(model_content=data, jit=True, num_threads=threads)
         with pytest.MonkeyPatch.context() as patch:  # every convolution takes the parallel twin, however small
             patch.setattr(conv, "PARALLEL_MIN_WORK", 0)
+            patch.setattr(quantized_conv, "byte_conv_node", spy(quantized_conv.byte_conv_node))
+            patch.setattr(quantized_conv, "byte_depthwise_node", spy(quantized_conv.byte_depthwise_node))
             it.allocate_tensors()
         compiled[threads] = it
     assert compiled[2]._jit.engines[0].threads == 2 and compiled[1]._jit.engines[0].threads == 0  # the parallel twins ran
-    return data, feeds, names, compiled
+    return data, feeds, names, compiled, on_bytes
+
+
+def test_byte_kinds_take_the_int8_convolutions_they_can(conv_forms_model):
+    """On a machine with AVX512-VNNI the int8 CONV_2D runs on the byte tile (quantized_conv's
+    KIND_BYTE_CONV), except a grouped one, a multiplier above 1 and the uint8 form; with AVX-512
+    the int8 DEPTHWISE_CONV_2D whose channels all round halves up (whole 8-channel blocks) and a
+    multiplier of 1 requantizes in its store step (KIND_BYTE_DEPTHWISE). The others keep the
+    float32 path, tested here too by the bit-exact test below, and every form is by
+    test_jit_conv's 8-lane run, where the byte kinds are off."""
+    from numlite.jit.kernels.simd import AVX512, VNNI
+
+    convs = {"conv0", "conv1", "conv2", "conv3", "conv4", "conv_wide", "rescale0", "halves0", "halves1"} if VNNI else set()
+    depthwise = {"depthwise6", "depthwise7", "depthwise8", "depthwise9", "depthwise10", "halves2"} if AVX512 else set()
+    assert conv_forms_model[4] == convs | depthwise
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -463,7 +499,7 @@ def test_int8_convolutions_and_pools_are_bit_exact_with_litert(conv_forms_model,
     from numlite.kernels import parallel
 
     monkeypatch.setattr(parallel, "idle_cores", lambda: 64.0)  # the parallel twins on two threads, however busy the machine
-    data, feeds, names, compiled = conv_forms_model
+    data, feeds, names, compiled, _ = conv_forms_model
     for it in compiled.values():
         report = it.jit_report()["subgraphs"][0]
         assert report["compiled"], report.get("reason")

@@ -94,23 +94,32 @@ def call(g: Any, kind: int, x: Any, out: Any, src: Any, params: list[int], float
 def pad_into(x, src, n, h, w, c, hs, ws, top, left):
     """``src`` (``[n, hs, ws, c]``) = zeros, with ``x`` (``[n, h, w, c]``) at ``(top, left)``
     (the rows and columns of ``x`` past ``hs`` or ``ws`` are never read by a window). Only
-    the border is zeroed."""
+    the border is zeroed. The loops index views from 0 (Numba cannot prove ``s + q`` is not
+    negative, and a possibly negative index keeps LLVM from vectorizing the loop: 0.9 ns an
+    element against 0.03)."""
     rows, cols = min(h, hs - top), min(w, ws - left)
+    span = ws * c
     for b in range(n):
         for y in range(hs):
-            s = (b * hs + y) * ws * c
+            row = src[(b * hs + y) * span : (b * hs + y + 1) * span]
             iy = y - top
             if iy < 0 or iy >= rows:
-                for q in range(ws * c):
-                    src[s + q] = 0
+                _zero(row, 0, span)
                 continue
-            d = (b * h + iy) * w * c
-            for q in range(left * c):
-                src[s + q] = 0
+            line = x[(b * h + iy) * w * c : (b * h + iy) * w * c + cols * c]
+            _zero(row, 0, left * c)
+            inner = row[left * c : (left + cols) * c]
             for q in range(cols * c):
-                src[s + left * c + q] = x[d + q]
-            for q in range((left + cols) * c, ws * c):
-                src[s + q] = 0
+                inner[q] = line[q]
+            _zero(row, (left + cols) * c, span)
+
+
+@njit(inline="always")
+def _zero(a, start, stop):
+    """``a[start:stop] = 0`` (a view indexed from 0: see :func:`pad_into`)."""
+    part = a[start:stop]
+    for q in range(part.size):
+        part[q] = 0
 
 
 # -- CONV_2D --------------------------------------------------------------------------------------
@@ -132,6 +141,29 @@ def _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin):
             oy = 0
             b += 1
     return offset, b, oy, ox
+
+
+@njit(inline="always")
+def coordinates(m, oh, ow):
+    """Output pixel ``m``'s ``(b, oy, ox)``."""
+    b = m // (oh * ow)
+    oy = (m - b * oh * ow) // ow
+    return b, oy, m - (b * oh + oy) * ow
+
+
+@njit(inline="always")
+def pixels8(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin):
+    """:func:`_pixel` of 8 consecutive output pixels: their 8 offsets, then the next pixel's
+    coordinates."""
+    s0, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
+    s1, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
+    s2, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
+    s3, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
+    s4, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
+    s5, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
+    s6, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
+    s7, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
+    return s0, s1, s2, s3, s4, s5, s6, s7, b, oy, ox
 
 
 @body
@@ -170,23 +202,14 @@ def conv_units(x, o, src, f, p, u0, u1):
             wb = gb * taps
             bias = bias0 + gb * BLOCK
             m = m0
-            b = m0 // (oh * ow)
-            oy = (m0 - b * oh * ow) // ow
-            ox = m0 - (b * oh + oy) * ow
+            b, oy, ox = coordinates(m0, oh, ow)
             cin = gi * cg
             while WIDE and m + TILE <= m1:
                 if linear:
                     s0 = m * c + cin
                     s1, s2, s3, s4, s5, s6, s7 = s0 + c, s0 + 2 * c, s0 + 3 * c, s0 + 4 * c, s0 + 5 * c, s0 + 6 * c, s0 + 7 * c
                 else:
-                    s0, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
-                    s1, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
-                    s2, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
-                    s3, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
-                    s4, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
-                    s5, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
-                    s6, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
-                    s7, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
+                    s0, s1, s2, s3, s4, s5, s6, s7, b, oy, ox = pixels8(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
                 a0 = load16(f, bias)
                 a1, a2, a3, a4, a5, a6, a7 = a0, a0, a0, a0, a0, a0, a0
                 wp = wb
@@ -215,9 +238,7 @@ def conv_units(x, o, src, f, p, u0, u1):
                 _store16(o, q + 7 * oc, a7, count, act, low, high, epi)
                 m += TILE
             if linear:  # the leftover pixels' coordinates (the wide tiles did not step them)
-                b = m // (oh * ow)
-                oy = (m - b * oh * ow) // ow
-                ox = m - (b * oh + oy) * ow
+                b, oy, ox = coordinates(m, oh, ow)
             while not WIDE and m + TILE <= m1:
                 s0, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)
                 s1, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin)

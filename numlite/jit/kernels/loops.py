@@ -51,6 +51,8 @@ from numlite.jit.kernels.pad import KIND as PAD
 from numlite.jit.kernels.pad import pad_setup
 from numlite.jit.kernels.pooling import KIND as POOL
 from numlite.jit.kernels.pooling import pool_setup, pool_units
+from numlite.jit.kernels.quantized_conv import KIND_BYTE_CONV, KIND_BYTE_DEPTHWISE, byte_conv_setup, byte_conv_units, byte_depthwise_setup, \
+    byte_depthwise_units
 from numlite.jit.kernels.reduce import KIND as MEAN
 from numlite.jit.kernels.reduce import mean_setup
 
@@ -58,15 +60,20 @@ from numlite.jit.kernels.reduce import mean_setup
 KINDS: dict[int, tuple[Any, Any]] = {
     KIND_CONV: (conv_setup, conv_units), KIND_DEPTHWISE: (depthwise_setup, depthwise_units), POOL: (pool_setup, pool_units),
     SOFTMAX: (softmax_setup, softmax_units), DENSE: (fc_setup, fc_units), BINARY: (binary_setup, binary_units),
-    MEAN: (mean_setup, None), PAD: (pad_setup, None),
+    MEAN: (mean_setup, None), PAD: (pad_setup, None), KIND_BYTE_CONV: (byte_conv_setup, byte_conv_units),
+    KIND_BYTE_DEPTHWISE: (byte_depthwise_setup, byte_depthwise_units),
 }  # fmt: skip
+# The kinds on bytes: their input, output and working buffer are int8 arrays, and their
+# constants (float32 words in ctl's table, as every kind's) are read as bytes.
+BYTES = frozenset({KIND_BYTE_CONV, KIND_BYTE_DEPTHWISE})
 PARALLEL = frozenset(kind for kind, (_, units) in KINDS.items() if units is not None)  # the kinds with units to share
 TABLE_SIZE = 16  # entries of a table of entry points (every kind is below it)
 # Seconds of each kind's cold compile, bodies included (Numba's event recorder, MobileNetV2 on
 # the shared 2-core machine of docs/jit.md, "Cold compile and memory"): how a cold compile is
 # shared out among processes (share), in the unit of the model's estimate
 # (engine.CompiledModel.model_cost) and of a child's imports (compile_child.STARTUP_SECONDS).
-COST: dict[int, float] = {KIND_CONV: 5.5, KIND_DEPTHWISE: 4.5, POOL: 1.3, SOFTMAX: 1.0, DENSE: 2.0, BINARY: 1.3, MEAN: 2.3, PAD: 0.8}
+COST: dict[int, float] = {KIND_CONV: 5.5, KIND_DEPTHWISE: 4.5, POOL: 1.3, SOFTMAX: 1.0, DENSE: 2.0, BINARY: 1.3, MEAN: 2.3, PAD: 0.8,
+                          KIND_BYTE_CONV: 3.0, KIND_BYTE_DEPTHWISE: 3.0}  # fmt: skip
 
 # The templates of the entry points. SETUP and UNITS are not names of this module: each entry
 # point is this code with a globals dict of its own that binds them to its kind's bodies.
@@ -79,6 +86,23 @@ def _serial(xp, nx, op, no, sp, ns, cp, nctl, kp, kf, nf, kind):
     p = carray(at(ctl[kp], np.int64), 32)  # at most 32 parameters: only those the kind knows are read
     f = carray(at(ctl[kf], np.float32), nf)
     UNITS(x, o, src, f, p, np.int64(0), SETUP(x, o, src, f, p))
+
+
+def _serial_bytes(xp, nx, op, no, sp, ns, cp, nctl, kp, kf, nf, kind):
+    x, o, src, ctl = carray(xp, nx), carray(op, no), carray(sp, ns), carray(cp, nctl)
+    p = carray(at(ctl[kp], np.int64), 32)
+    f = carray(at(ctl[kf], np.int8), 4 * nf)
+    UNITS(x, o, src, f, p, np.int64(0), SETUP(x, o, src, f, p))
+
+
+def _parallel_bytes(xp, nx, op, no, sp, ns, cp, nctl, kp, kf, nf, kind):
+    x, o, src, ctl = carray(xp, nx), carray(op, no), carray(sp, ns), carray(cp, nctl)
+    p = carray(at(ctl[kp], np.int64), 32)
+    f = carray(at(ctl[kf], np.int8), 4 * nf)
+    n = SETUP(x, o, src, f, p)
+    for u in prange(n):
+        first = np.int64(u)
+        UNITS(x, o, src, f, p, first, first + 1)
 
 
 def _setup_only(xp, nx, op, no, sp, ns, cp, nctl, kp, kf, nf, kind):
@@ -105,9 +129,11 @@ def _parallel(xp, nx, op, no, sp, ns, cp, nctl, kp, kf, nf, kind):
 # per model here. It calls the C entry point of its node's kind through its address, read from
 # a table (one per form, serial or parallel) that the node's constants name.
 
-_F32P = types.CPointer(types.float32)
+_F32P, _I8P = types.CPointer(types.float32), types.CPointer(types.int8)
 _C_SIGNATURE = types.void(_F32P, types.int64, _F32P, types.int64, _F32P, types.int64, types.CPointer(types.int64), types.int64,
                           types.int64, types.int64, types.int64, types.int64)  # fmt: skip
+_C_BYTES_SIGNATURE = types.void(_I8P, types.int64, _I8P, types.int64, _I8P, types.int64, types.CPointer(types.int64), types.int64,
+                                types.int64, types.int64, types.int64, types.int64)  # fmt: skip
 # form (True: parallel) -> the addresses of its entry points by kind (0 until ensure() fills it)
 _TABLES: dict[bool, np.ndarray] = {threads: np.zeros(TABLE_SIZE, np.int64) for threads in (False, True)}
 _ENTRIES: dict[tuple[bool, int], Any] = {}  # the compiled entry points (alive as long as the process)
@@ -180,7 +206,10 @@ def _install(threads: bool, kind: int, compile_missing: bool) -> bool:
         # is loaded (at the first parallel kernel); a policy or spin count of the user's own is kept.
         os.environ.setdefault("GOMP_SPINCOUNT", str(OMP_SPIN_COUNT))
     setup, units = KINDS[kind]
-    template = _parallel if threads else _serial if units is not None else _setup_only
+    if kind in BYTES:
+        template, signature = (_parallel_bytes if threads else _serial_bytes), _C_BYTES_SIGNATURE
+    else:
+        template, signature = (_parallel if threads else _serial if units is not None else _setup_only), _C_SIGNATURE
     # Numba's disk cache checks only the time stamp of this file, not of the bodies it links
     # in: the bodies' sources are part of the cached function's name instead.
     name = f"{'parallel' if threads else 'serial'}_{kind}_{sources_digest()}"
@@ -188,7 +217,7 @@ def _install(threads: bool, kind: int, compile_missing: bool) -> bool:
     fn.__qualname__ = name
     fn.__module__ = template.__module__
     options = dict(nogil=True, error_model="numpy", parallel=threads)
-    entry_point = CFunc(fn, sigutils.normalize_signature(_C_SIGNATURE), locals={}, options=options)  # as numba.cfunc makes it
+    entry_point = CFunc(fn, sigutils.normalize_signature(signature), locals={}, options=options)  # as numba.cfunc makes it
     entry_point.enable_caching()
     if not _load_cached(entry_point):
         if not compile_missing:

@@ -50,8 +50,10 @@ from numba import njit
 
 from numlite.jit.kernels import emits
 from numlite.jit.kernels.common import body, require
-from numlite.jit.kernels.conv import conv_node, depthwise_node, geometry
+from numlite.jit.kernels.conv import _dw_row3, _dw_row5, _pixel, call, chunk_size, conv_node, coordinates, depthwise_node, geometry, pixels8
 from numlite.jit.kernels.quantized import multiply_by_quantized_multiplier
+from numlite.jit.kernels.simd import VNNI, add_i32x16, dot_u8s8, fill_i32x16, fma16, load16, load_i32x16, max_i32x16, narrow_store16, \
+    requantize_store16, splat_i32x16, to_i32x16, widen16
 
 INT8, UINT8 = np.dtype(np.int8), np.dtype(np.uint8)
 F32 = np.dtype(np.float32)
@@ -139,6 +141,15 @@ def emit_conv(node: Any, g: Any) -> None:
     depthwise = node.op_name == "DEPTHWISE_CONV_2D"
     weights = np.asarray(f.value).astype(np.int64) - k.w_zp
     channels = f.shape[3] if depthwise else f.shape[0]
+    if depthwise and _byte_depthwise_fits(node, x, f, k, channels, weights, bias):
+        biases = np.zeros(channels, np.int64) if bias is None else np.asarray(bias.value).reshape(-1).astype(np.int64)
+        byte_depthwise_node(node, g, x, out, weights, biases, k)
+        return
+    if not depthwise and _byte_tile_fits(x, f, k, channels):
+        biases = np.zeros(channels, np.int64) if bias is None else np.asarray(bias.value).reshape(-1).astype(np.int64)
+        require(biases.size == channels, f"bias of {biases.size} elements for {channels} channels is not compiled")
+        byte_conv_node(node, g, x, out, weights, biases, k)
+        return
     l1 = np.abs(weights).reshape(-1, channels).sum(axis=0) if depthwise else np.abs(weights).reshape(channels, -1).sum(axis=1)
     info = np.iinfo(x.dtype)
     deviation = max(abs(int(info.min) - k.x_zp), abs(int(info.max) - k.x_zp))
@@ -180,7 +191,9 @@ def emit_conv(node: Any, g: Any) -> None:
 
 @body
 def pool_int(x, o, acc, n, h, w, c, oh, ow, fh, fw, sh, sw, top, left, average, low, high):
-    """Integer MAX_POOL_2D / AVERAGE_POOL_2D over NHWC (``acc``: ``c`` int32 of working memory)."""
+    """Integer MAX_POOL_2D / AVERAGE_POOL_2D over NHWC, 16 channels at a time in int32 lanes
+    (simd.widen16: a loop over a pixel's channels, left to LLVM, ran scalar), the window
+    clipped to the input; ``acc``: 16 int32 of working memory (the average's division)."""
     for b in range(n):
         for oy in range(oh):
             y0 = max(oy * sh - top, 0)
@@ -188,25 +201,24 @@ def pool_int(x, o, acc, n, h, w, c, oh, ow, fh, fw, sh, sw, top, left, average, 
             for ox in range(ow):
                 x0 = max(ox * sw - left, 0)
                 x1 = min(ox * sw - left + fw, w)
-                for ch in range(c):
-                    acc[ch] = 0 if average else -2147483648
-                for iy in range(y0, y1):
-                    for ix in range(x0, x1):
-                        s = ((b * h + iy) * w + ix) * c
-                        if average:
-                            for ch in range(c):
-                                acc[ch] += np.int32(x[s + ch])
-                        else:
-                            for ch in range(c):
-                                acc[ch] = max(acc[ch], np.int32(x[s + ch]))
                 q = ((b * oh + oy) * ow + ox) * c
                 count = max((y1 - y0) * (x1 - x0), 1)
                 half = count // 2
-                for ch in range(c):
-                    v = acc[ch]
-                    if average:  # C's truncating division, rounded half away from zero
+                for c0 in range(0, c, 16):
+                    k = min(16, c - c0)
+                    a = fill_i32x16(0 if average else -2147483648)
+                    for iy in range(y0, y1):
+                        for ix in range(x0, x1):
+                            v = widen16(x, ((b * h + iy) * w + ix) * c + c0, k)
+                            a = add_i32x16(a, v) if average else max_i32x16(a, v)
+                    if not average:
+                        narrow_store16(o, q + c0, a, k, low, high)
+                        continue
+                    narrow_store16(acc, 0, a, 16, -2147483648, 2147483647)
+                    for j in range(k):  # C's truncating division, rounded half away from zero
+                        v = acc[j]
                         v = (v + half) // count if v > 0 else -((half - v) // count)
-                    o[q + ch] = low if v < low else (high if v > high else v)
+                        o[q + c0 + j] = low if v < low else (high if v > high else v)
 
 
 @emits("MAX_POOL_2D", "AVERAGE_POOL_2D", quantized=True)
@@ -223,7 +235,7 @@ def emit_pool(node: Any, g: Any) -> None:
     if out.size == 0:
         return
     low, high = (int(v) for v in k.range)
-    acc = g.temp((c,), np.int32)
+    acc = g.temp((16,), np.int32)
     average = int(node.op_name == "AVERAGE_POOL_2D")
     g.line(f"{g.kernel(pool_int)}({x.name}, {out.name}, {acc.name}, {n}, {h}, {w}, {c}, {oh}, {ow}, {fh}, {fw}, {sh}, {sw}, "
            f"{top}, {left}, {average}, {low}, {high})")
@@ -237,3 +249,365 @@ def emit_split(node: Any, g: Any) -> None:
     from numlite.jit.kernels.layout import emit_split as plain
 
     plain(node, g)
+
+
+# -- CONV_2D on int8 lanes (AVX512-VNNI) -------------------------------------------------------------
+#
+# Where the machine has ``vpdpbusd`` (simd.VNNI), the int8 CONV_2D runs on bytes: a tile of 8
+# output pixels by 16 channels in 8 registers of int32 sums, as the float32 tile of conv.py, but
+# each instruction adds 4 input channels' products (64 where a float32 FMA adds 16), and the
+# store step requantizes the sums in registers (simd.requantize_store16): no float32 copy of the
+# input, no buffer of sums, no second pass.
+#
+# ``vpdpbusd`` multiplies unsigned bytes by signed ones. The input is copied into a working
+# buffer as ``x + 128`` (an XOR of the sign bit), with a border of ``x_zp + 128`` where a window
+# reaches outside it (LiteRT's padding is the zero point: a centered 0); the filter stays int8.
+# Then ``sum (x + 128) * w == sum (x - x_zp) * w + (128 + x_zp) * sum w`` for every pixel, so the
+# bias is corrected once per channel at generation; int32 sums wrap as LiteRT's do, so the sums
+# are LiteRT's accumulators exactly, with no bound to prove. The 4 channels of a dot product are
+# 4 consecutive bytes of a filter row (``kw * c`` of them with a dilation of 1, else ``c``),
+# padded with zero weights to a multiple of 4: the tile may read up to 3 bytes past a row, which
+# the zero weights cancel (the buffer has 64 bytes of slack at its end).
+
+# The int64 parameters of a byte CONV_2D node
+(Q_N, Q_H, Q_W, Q_C, Q_HS, Q_WS, Q_OH, Q_OW, Q_OC, Q_KH, Q_KW, Q_SH, Q_SW, Q_DH, Q_DW, Q_TOP, Q_LEFT, Q_BLOCKS, Q_CHUNK, Q_RUN,
+ Q_COLUMNS, Q_FILL, Q_ZERO, Q_LOW, Q_HIGH, Q_PARAMS) = range(26)  # fmt: skip
+KIND_BYTE_CONV = 8  # its loop kernel kind (numlite.jit.kernels.loops)
+TILE = 8  # output pixels of a tile
+PARAM_BYTES = 384  # per 16-channel block: bias (16 int32), multiplier (16 int32), rounding, right shift (16 int64 each)
+SLACK = 64  # bytes past the working buffer's input, read (times zero weights) by the last dot products
+
+
+def _byte_tile_fits(x: Any, f: Any, k: Any, channels: int) -> bool:
+    """Whether an int8 CONV_2D runs on the byte tile: the machine has it, int8 activations and
+    symmetric int8 weights, no groups, and every channel rounded as
+    :func:`requantize_halves_up` (halves up, multipliers at most 1)."""
+    if not VNNI or x.dtype != INT8 or f.dtype != INT8 or int(k.w_zp) != 0 or x.shape[3] != f.shape[3]:
+        return False
+    shifts = np.broadcast_to(np.asarray(k.shift, np.int64), (channels,))
+    halves_up = np.broadcast_to(k.halves_up(channels), (channels,))
+    return bool(np.all(halves_up) and np.all(shifts <= 0) and np.all(shifts >= -31))
+
+
+@body
+def byte_conv_setup(x, o, src, f, p):
+    """The input as unsigned bytes (``x + 128``) into the working buffer, with its border of
+    the zero point; the number of units (of ``CHUNK`` output pixels)."""
+    n, h, w, c, hs, ws, top, left = p[Q_N], p[Q_H], p[Q_W], p[Q_C], p[Q_HS], p[Q_WS], p[Q_TOP], p[Q_LEFT]
+    fill = np.int8(p[Q_FILL])
+    flip = np.int8(-128)
+    rows, cols = min(h, hs - top), min(w, ws - left)
+    span = ws * c
+    for b in range(n):  # (views indexed from 0, as conv.pad_into's, so that LLVM vectorizes)
+        for y in range(hs):
+            row = src[(b * hs + y) * span : (b * hs + y + 1) * span]
+            iy = y - top
+            if iy < 0 or iy >= rows:
+                _fill(row, 0, span, fill)
+                continue
+            line = x[(b * h + iy) * w * c : (b * h + iy) * w * c + cols * c]
+            _fill(row, 0, left * c, fill)
+            inner = row[left * c : (left + cols) * c]
+            for q in range(cols * c):
+                inner[q] = line[q] ^ flip
+            _fill(row, (left + cols) * c, span, fill)
+    return (n * p[Q_OH] * p[Q_OW] + p[Q_CHUNK] - 1) // p[Q_CHUNK]
+
+
+@njit(inline="always")
+def _fill(a, start, stop, value):
+    part = a[start:stop]
+    for q in range(part.size):
+        part[q] = value
+
+
+@body
+def byte_conv_units(x, o, src, f, p, u0, u1):
+    """Output pixels ``[u0 * CHUNK, u1 * CHUNK)`` of the byte CONV_2D, read from ``src``; ``f``
+    holds the packed filter (per 16-channel block, per filter row and column, 4 bytes of 16
+    channels at a time), then the blocks' parameters (:data:`PARAM_BYTES` each)."""
+    c, hs, ws = p[Q_C], p[Q_HS], p[Q_WS]
+    oh, ow, oc, kh, kw, sh, sw, dh, dw = p[Q_OH], p[Q_OW], p[Q_OC], p[Q_KH], p[Q_KW], p[Q_SH], p[Q_SW], p[Q_DH], p[Q_DW]
+    blocks, chunk, run, columns = p[Q_BLOCKS], p[Q_CHUNK], p[Q_RUN], p[Q_COLUMNS]
+    zero, low, high, params = p[Q_ZERO], p[Q_LOW], p[Q_HIGH], p[Q_PARAMS]
+    linear = kh == 1 and kw == 1 and sh == 1 and sw == 1 and hs == oh and ws == ow  # pixel m reads src[m * c:]
+    pixels = p[Q_N] * oh * ow
+    taps = kh * columns * run * 16  # packed filter bytes per block
+    for u in range(u0, u1):
+        m0 = u * chunk
+        m1 = min(m0 + chunk, pixels)
+        for blk in range(blocks):
+            ch = blk * 16
+            count = min(16, oc - ch)
+            wb = blk * taps
+            at = params + blk * PARAM_BYTES
+            m = m0
+            b, oy, ox = coordinates(m0, oh, ow)
+            while m + TILE <= m1:
+                if linear:
+                    s0 = m * c
+                    s1, s2, s3, s4, s5, s6, s7 = s0 + c, s0 + 2 * c, s0 + 3 * c, s0 + 4 * c, s0 + 5 * c, s0 + 6 * c, s0 + 7 * c
+                else:
+                    s0, s1, s2, s3, s4, s5, s6, s7, b, oy, ox = pixels8(b, oy, ox, oh, ow, hs, ws, c, sh, sw, 0)
+                a0 = load_i32x16(f, at)
+                a1, a2, a3, a4, a5, a6, a7 = a0, a0, a0, a0, a0, a0, a0
+                wp = wb
+                for ky in range(kh):
+                    for kx in range(columns):
+                        t = (ky * dh * ws + kx * dw) * c
+                        for j in range(t, t + run, 4):
+                            wv = load_i32x16(f, wp)
+                            a0 = dot_u8s8(a0, splat_i32x16(src, s0 + j), wv)
+                            a1 = dot_u8s8(a1, splat_i32x16(src, s1 + j), wv)
+                            a2 = dot_u8s8(a2, splat_i32x16(src, s2 + j), wv)
+                            a3 = dot_u8s8(a3, splat_i32x16(src, s3 + j), wv)
+                            a4 = dot_u8s8(a4, splat_i32x16(src, s4 + j), wv)
+                            a5 = dot_u8s8(a5, splat_i32x16(src, s5 + j), wv)
+                            a6 = dot_u8s8(a6, splat_i32x16(src, s6 + j), wv)
+                            a7 = dot_u8s8(a7, splat_i32x16(src, s7 + j), wv)
+                            wp += 64
+                q = m * oc + ch
+                requantize_store16(o, q, a0, f, at + 64, count, zero, low, high)
+                requantize_store16(o, q + oc, a1, f, at + 64, count, zero, low, high)
+                requantize_store16(o, q + 2 * oc, a2, f, at + 64, count, zero, low, high)
+                requantize_store16(o, q + 3 * oc, a3, f, at + 64, count, zero, low, high)
+                requantize_store16(o, q + 4 * oc, a4, f, at + 64, count, zero, low, high)
+                requantize_store16(o, q + 5 * oc, a5, f, at + 64, count, zero, low, high)
+                requantize_store16(o, q + 6 * oc, a6, f, at + 64, count, zero, low, high)
+                requantize_store16(o, q + 7 * oc, a7, f, at + 64, count, zero, low, high)
+                m += TILE
+            if linear:  # the leftover pixels' coordinates (the tiles did not step them)
+                b, oy, ox = coordinates(m, oh, ow)
+            while m < m1:
+                s0, b, oy, ox = _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, 0)
+                a0 = load_i32x16(f, at)
+                wp = wb
+                for ky in range(kh):
+                    for kx in range(columns):
+                        t = (ky * dh * ws + kx * dw) * c
+                        for j in range(t, t + run, 4):
+                            a0 = dot_u8s8(a0, splat_i32x16(src, s0 + j), load_i32x16(f, wp))
+                            wp += 64
+                requantize_store16(o, m * oc + ch, a0, f, at + 64, count, zero, low, high)
+                m += 1
+
+
+def _requantization(k: Any, biases: np.ndarray, channels: int) -> np.ndarray:
+    """Per 16-channel block, :data:`PARAM_BYTES` bytes: the int32 ``biases`` (wrapped as C++'s
+    int32), the channels' multipliers, then the rounding and right shift of
+    :func:`requantize_halves_up` (int64), for ``simd.requantize_store16``. Past the last
+    channel, zeros (a shift of 31)."""
+    blocks = -(-channels // 16)
+    multipliers = np.broadcast_to(np.asarray(k.multiplier, np.int64), (channels,))
+    shifts = np.broadcast_to(np.asarray(k.shift, np.int64), (channels,))
+    right = 31 - shifts
+    # (no second rounding at a shift of 0: see requantize_halves_up)
+    rounding = (np.int64(1) << 30) + np.where(shifts < 0, np.int64(1) << (right - 1), 0)
+    params = np.zeros((blocks, PARAM_BYTES), np.uint8)
+    for values, dtype, offset, rest in ((biases, np.int32, 0, 0), (multipliers, np.int32, 64, 0), (rounding, np.int64, 128, 0),
+                                        (right, np.int64, 256, 31)):  # fmt: skip
+        column = np.full(blocks * 16, rest, dtype)
+        column[:channels] = (values & 0xFFFFFFFF).astype(np.uint32).view(np.int32) if dtype == np.int32 else values
+        params[:, offset : offset + 16 * np.dtype(dtype).itemsize] = column.reshape(blocks, 16).view(np.uint8)
+    return params.reshape(-1)
+
+
+def _blob(*parts: np.ndarray) -> np.ndarray:
+    """Byte arrays one after the other, as the float32 words of a loop kernel's constants
+    (``conv.call``), which the byte kinds read as bytes."""
+    blob = np.concatenate([part.view(np.uint8) for part in parts])
+    floats = np.zeros(-(-blob.size // 4), np.float32)
+    floats.view(np.uint8)[: blob.size] = blob
+    return floats
+
+
+def byte_conv_node(node: Any, g: Any, x: Any, out: Any, weights: np.ndarray, biases: np.ndarray, k: Any) -> None:
+    """An int8 CONV_2D node's call of the byte tile's loop kernel (``weights`` ``[oc, kh, kw, c]``
+    and ``biases`` as int64; ``k`` the NumPy kernel's prepared parameters)."""
+    n, h, w, c = x.shape
+    oc, kh, kw, _ = weights.shape
+    geo = geometry(node, x, kh, kw)
+    (sh, sw), (dh, dw), (oh, ow), (top, left) = geo
+    require(out.shape == (n, oh, ow, oc), f"CONV_2D into {out.shape} is not compiled")
+    if out.size == 0:
+        return
+    hs, ws = (oh - 1) * sh + (kh - 1) * dh + 1, (ow - 1) * sw + (kw - 1) * dw + 1  # the rows and columns the windows cover
+    merged = dw == 1  # a filter row's taps are contiguous in the source
+    columns, run = (1, kw * c) if merged else (kw, c)
+    run4 = -(-run // 4) * 4
+    blocks = -(-oc // 16)
+    packed = np.zeros((blocks * 16, kh, columns, run4), np.int8)
+    packed[:oc, :, :, :run] = weights.reshape(oc, kh, columns, run)
+    # per block, row, column and 4 bytes of the run: 16 channels' 4 bytes (vpdpbusd's operand)
+    packed = packed.reshape(blocks, 16, kh, columns, run4 // 4, 4).transpose(0, 2, 3, 4, 1, 5)
+    fill = int(k.x_zp) + 128
+    correction = fill * weights.reshape(oc, -1).sum(axis=1)
+    floats = _blob(packed.reshape(-1).view(np.uint8), _requantization(k, biases - correction, oc))
+    src = g.temp((n * hs * ws * c + SLACK,), INT8)
+    chunk = chunk_size(n * oh * ow, g.gen.threads)
+    p = [n, h, w, c, hs, ws, oh, ow, oc, kh, kw, sh, sw, dh, dw, top, left, blocks, chunk, run4, columns, fill - 256 if fill > 127 else fill,
+         int(k.out_zp), int(k.act_min), int(k.act_max), packed.size]  # fmt: skip
+    call(g, KIND_BYTE_CONV, x, out, src, p, floats, out.size * kh * kw * c)
+
+
+# -- DEPTHWISE_CONV_2D with its requantization in the store step ------------------------------------
+#
+# The int8 DEPTHWISE_CONV_2D sums in float32 lanes as conv.py's does (exact integers: the bound
+# of "How" above, with the bias in it), from a working buffer of the centered input with a zero
+# border and its channels padded to a multiple of 16 (so that every load is a whole 16-lane one
+# and no window needs a bounds test), and converts and requantizes each tile's sums in
+# registers as it stores them (simd.to_i32x16, simd.requantize_store16): one pass over the
+# input and one over the output, where the float32 path made three.
+
+# The int64 parameters of a byte DEPTHWISE_CONV_2D node
+(D_N, D_H, D_W, D_C, D_HS, D_WS, D_OH, D_OW, D_KH, D_KW, D_SH, D_SW, D_DH, D_DW, D_TOP, D_LEFT, D_CP, D_XZP, D_ZERO, D_LOW, D_HIGH,
+ D_BIAS, D_PARAMS) = range(23)  # fmt: skip
+KIND_BYTE_DEPTHWISE = 9  # its loop kernel kind (numlite.jit.kernels.loops)
+
+
+def _byte_depthwise_fits(node: Any, x: Any, f: Any, k: Any, channels: int, weights: np.ndarray, bias: Any) -> bool:
+    """Whether an int8 DEPTHWISE_CONV_2D takes the byte kind: the machine's 16-lane tile, int8
+    activations, a depth multiplier of 1, every channel rounded as :func:`requantize_halves_up`,
+    and every sum with its bias within float32's exact integers."""
+    from numlite.jit.kernels.simd import AVX512
+
+    if not AVX512 or x.dtype != INT8 or x.shape[3] != channels:
+        return False
+    shifts = np.broadcast_to(np.asarray(k.shift, np.int64), (channels,))
+    if not (np.all(np.broadcast_to(k.halves_up(channels), (channels,))) and np.all(shifts <= 0) and np.all(shifts >= -31)):
+        return False
+    biases = np.zeros(1, np.int64) if bias is None else np.asarray(bias.value).astype(np.int64)
+    deviation = max(abs(-128 - int(k.x_zp)), abs(127 - int(k.x_zp)))
+    return deviation * int(np.abs(weights).reshape(-1, channels).sum(axis=0).max(initial=0)) + int(np.abs(biases).max(initial=0)) <= FLOAT32_EXACT
+
+
+@body
+def byte_depthwise_setup(x, o, src, f, p):
+    """The input less its zero point, as float32, into the working buffer ``[n, hs, ws, cp]``
+    (zeros around it and in the channels past ``c``); the number of units (output rows)."""
+    n, h, w, c, hs, ws, top, left, cp = p[D_N], p[D_H], p[D_W], p[D_C], p[D_HS], p[D_WS], p[D_TOP], p[D_LEFT], p[D_CP]
+    s = src.view(np.float32)
+    z = np.float32(p[D_XZP])
+    rows, cols = min(h, hs - top), min(w, ws - left)
+    span = ws * cp
+    for b in range(n):
+        for y in range(hs):
+            row = s[(b * hs + y) * span : (b * hs + y + 1) * span]
+            iy = y - top
+            if iy < 0 or iy >= rows:
+                _fill(row, 0, span, 0)
+                continue
+            _fill(row, 0, left * cp, 0)
+            for ix in range(cols):
+                line = x[((b * h + iy) * w + ix) * c : ((b * h + iy) * w + ix + 1) * c]
+                pixel = row[(left + ix) * cp : (left + ix + 1) * cp]
+                for ch in range(c):
+                    pixel[ch] = np.float32(line[ch]) - z
+                for ch in range(c, cp):
+                    pixel[ch] = 0
+            _fill(row, (left + cols) * cp, span, 0)
+    return n * p[D_OH]
+
+
+@body
+def byte_depthwise_units(x, o, src, f, p, u0, u1):
+    """Output rows ``[u0, u1)``: 4 pixels by 16 or 32 channels at a time (4 or 8 independent
+    sums), each window's taps in the filter's order; the pixels past the last 4 one by one."""
+    c, hs, ws, oh, ow, kh, kw, sh, sw, dh, dw, cp = p[D_C], p[D_HS], p[D_WS], p[D_OH], p[D_OW], p[D_KH], p[D_KW], p[D_SH], p[D_SW], \
+        p[D_DH], p[D_DW], p[D_CP]  # fmt: skip
+    zero, low, high, bias, params = p[D_ZERO], p[D_LOW], p[D_HIGH], p[D_BIAS], p[D_PARAMS]
+    s = src.view(np.float32)
+    fw = f[: 4 * (bias + cp)].view(np.float32)
+    row, col, step = dh * ws * cp, dw * cp, sw * cp
+    rows = (kw == 3 or kw == 5) and dw == 1 and sw == 1
+    for r in range(u0, u1):
+        b = r // oh
+        oy = r - b * oh
+        base = (b * hs + oy * sh) * ws * cp
+        q0 = r * ow * c
+        ox = 0
+        while ox + 4 <= ow:
+            t0 = base + ox * step
+            ch = 0
+            while ch + 32 <= cp:
+                _byte_dw_tile(s, fw, o, f, t0, q0 + ox * c, ch, c, cp, kh, kw, step, row, col, bias, params, zero, low, high, True, rows)
+                ch += 32
+            if ch < cp:
+                _byte_dw_tile(s, fw, o, f, t0, q0 + ox * c, ch, c, cp, kh, kw, step, row, col, bias, params, zero, low, high, False, rows)
+            ox += 4
+        for ox in range(ox, ow):
+            t0 = base + ox * step
+            for ch in range(0, cp, 16):
+                a = load16(fw, bias + ch)
+                for ky in range(kh):
+                    for kx in range(kw):
+                        a = fma16(load16(s, t0 + ky * row + kx * col + ch), load16(fw, (ky * kw + kx) * cp + ch), a)
+                requantize_store16(o, q0 + ox * c + ch, to_i32x16(a), f, params + (ch // 16) * PARAM_BYTES + 64, min(16, c - ch),
+                                   zero, low, high)  # fmt: skip
+
+
+@njit(inline="always")
+def _byte_dw_tile(s, fw, o, f, t0, q, ch, c, cp, kh, kw, step, row, col, bias, params, zero, low, high, pair, rows):
+    """4 neighbouring output pixels (inputs ``t0 + k * step``) by the 16 channels from ``ch``,
+    and the 16 after them when ``pair``; ``rows``: a 3- or 5-wide window at stride 1, whose
+    pixels share input columns (conv._dw_row3, _dw_row5: the same order of the taps)."""
+    a0 = load16(fw, bias + ch)
+    a1, a2, a3 = a0, a0, a0
+    e0 = load16(fw, bias + ch + 16) if pair else a0
+    e1, e2, e3 = e0, e0, e0
+    for ky in range(kh):
+        if rows:
+            t, wp = t0 + ky * row + ch, ky * kw * cp + ch
+            if kw == 3:
+                a0, a1, a2, a3 = _dw_row3(s, fw, t, wp, col, a0, a1, a2, a3)
+                if pair:
+                    e0, e1, e2, e3 = _dw_row3(s, fw, t + 16, wp + 16, col, e0, e1, e2, e3)
+            else:
+                a0, a1, a2, a3 = _dw_row5(s, fw, t, wp, col, a0, a1, a2, a3)
+                if pair:
+                    e0, e1, e2, e3 = _dw_row5(s, fw, t + 16, wp + 16, col, e0, e1, e2, e3)
+            continue
+        for kx in range(kw):
+            t, wp = t0 + ky * row + kx * col + ch, (ky * kw + kx) * cp + ch
+            wv = load16(fw, wp)
+            a0, a1 = fma16(load16(s, t), wv, a0), fma16(load16(s, t + step), wv, a1)
+            a2, a3 = fma16(load16(s, t + 2 * step), wv, a2), fma16(load16(s, t + 3 * step), wv, a3)
+            if pair:
+                wv = load16(fw, wp + 16)
+                e0, e1 = fma16(load16(s, t + 16), wv, e0), fma16(load16(s, t + step + 16), wv, e1)
+                e2, e3 = fma16(load16(s, t + 2 * step + 16), wv, e2), fma16(load16(s, t + 3 * step + 16), wv, e3)
+    for k, a in enumerate((a0, a1, a2, a3)):
+        _byte_dw_store(o, f, q + k * c, ch, c, params, zero, low, high, a)
+    if pair:
+        for k, e in enumerate((e0, e1, e2, e3)):
+            _byte_dw_store(o, f, q + k * c, ch + 16, c, params, zero, low, high, e)
+
+
+@njit(inline="always")
+def _byte_dw_store(o, f, q, ch, c, params, zero, low, high, a):
+    """A pixel's 16 sums from channel ``ch`` requantized into ``o[q + ch:]`` (those below ``c``)."""
+    if ch < c:
+        requantize_store16(o, q + ch, to_i32x16(a), f, params + (ch // 16) * PARAM_BYTES + 64, min(16, c - ch), zero, low, high)
+
+
+def byte_depthwise_node(node: Any, g: Any, x: Any, out: Any, weights: np.ndarray, biases: np.ndarray, k: Any) -> None:
+    """An int8 DEPTHWISE_CONV_2D node's call of the byte kind (``weights`` ``[1, kh, kw, c]``
+    and ``biases`` as int64, less the weights' zero point; ``k`` the NumPy kernel's prepared
+    parameters)."""
+    n, h, w, c = x.shape
+    _, kh, kw, _ = weights.shape
+    (sh, sw), (dh, dw), (oh, ow), (top, left) = geometry(node, x, kh, kw)
+    require(out.shape == (n, oh, ow, c), f"DEPTHWISE_CONV_2D into {out.shape} is not compiled")
+    if out.size == 0:
+        return
+    hs, ws = (oh - 1) * sh + (kh - 1) * dh + 1, (ow - 1) * sw + (kw - 1) * dw + 1
+    cp = -(-c // 16) * 16
+    packed = np.zeros((kh, kw, cp), np.float32)
+    packed[:, :, :c] = weights.reshape(kh, kw, c)
+    bias = np.zeros(cp, np.float32)
+    bias[:c] = biases
+    floats = _blob(packed.reshape(-1), bias, _requantization(k, biases, c))
+    src = g.temp((4 * n * hs * ws * cp,), INT8)  # float32 words, as bytes
+    p = [n, h, w, c, hs, ws, oh, ow, kh, kw, sh, sw, dh, dw, top, left, cp, int(k.x_zp), int(k.out_zp), int(k.act_min), int(k.act_max),
+         kh * kw * cp, 4 * (kh * kw * cp + cp)]  # fmt: skip
+    call(g, KIND_BYTE_DEPTHWISE, x, out, src, p, floats, out.size * kh * kw)

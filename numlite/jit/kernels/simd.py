@@ -162,16 +162,19 @@ def fill(typingctx: Any, value: Any) -> Any:
     return f32x8(value), codegen
 
 
-def _binary(name: str, build: Any) -> Any:
+def _binary(name: str, build: Any, lanes: Any = None) -> Any:
+    """An intrinsic ``op(a, b)`` of two values of the type ``lanes`` (f32x8 when None)."""
+
     @intrinsic
     def op(typingctx: Any, a: Any, b: Any) -> Any:
-        if a != f32x8 or b != f32x8:
+        of = lanes or f32x8
+        if a != of or b != of:
             return None
 
         def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
             return build(builder, args[0], args[1])
 
-        return f32x8(a, b), codegen
+        return of(a, b), codegen
 
     op.__name__ = op.__qualname__ = name
     return op
@@ -314,3 +317,239 @@ def halves(typingctx: Any, v: Any) -> Any:
         return context.make_tuple(builder, sig.return_type, parts)
 
     return types.UniTuple(f32x8, 2)(v), codegen
+
+
+# -- int8 dot products: sixteen int32 lanes, where the machine has AVX512-VNNI -----------------------
+#
+# The int8 CONV_2D's tile (quantized_conv.py): ``vpdpbusd`` adds, in each of 16 int32 lanes, the
+# four products of 4 unsigned bytes of one operand by 4 signed bytes of the other, 64 products
+# an instruction where a float32 FMA does 16. The operands are bytes of int8 arrays, addressed
+# by byte index (no bounds check: the callers' indices are planned).
+
+_I8 = ir.IntType(8)
+_I64 = ir.IntType(64)
+_IW = ir.VectorType(_I32, WIDE_LANES)
+_LW = ir.VectorType(_I64, WIDE_LANES)
+
+
+class I32x16(types.Type):
+    """The Numba type of sixteen int32 lanes."""
+
+    def __init__(self) -> None:
+        super().__init__(name="i32x16")
+
+
+i32x16 = I32x16()
+
+
+@register_model(I32x16)
+class _IntModel(models.PrimitiveModel):
+    def __init__(self, dmm: Any, fe_type: Any) -> None:
+        super().__init__(dmm, fe_type, _IW)
+
+
+def _has_vnni() -> bool:
+    try:
+        from llvmlite import binding
+
+        return "+avx512vnni" in binding.get_host_cpu_features().flatten().split(",")
+    except Exception:
+        return False
+
+
+VNNI = AVX512 and _has_vnni()  # (NUMLITE_JIT_LANES=8 turns it off too: the float32 path everywhere)
+
+
+def _byte_array(arr: Any) -> bool:
+    return isinstance(arr, types.Array) and arr.dtype in (types.int8, types.uint8) and arr.ndim == 1
+
+
+def _at(context: Any, builder: Any, arrty: Any, arr: Any, idx: Any, pointee: Any) -> Any:
+    """``&arr[idx]`` (a byte array) as a pointer to ``pointee``."""
+    return builder.bitcast(_element(context, builder, arrty, arr, idx), pointee.as_pointer())
+
+
+@intrinsic
+def load_i32x16(typingctx: Any, arr: Any, idx: Any) -> Any:
+    """The 64 bytes ``arr[idx : idx + 64]`` as sixteen int32 lanes."""
+    if not _byte_array(arr):
+        return None
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        return builder.load(_at(context, builder, sig.args[0], args[0], args[1], _IW), align=1)
+
+    return i32x16(arr, types.int64), codegen
+
+
+@intrinsic
+def splat_i32x16(typingctx: Any, arr: Any, idx: Any) -> Any:
+    """The 4 bytes ``arr[idx : idx + 4]`` (one int32) in every lane."""
+    if not _byte_array(arr):
+        return None
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        value = builder.load(_at(context, builder, sig.args[0], args[0], args[1], _I32), align=1)
+        one = builder.insert_element(ir.Constant(_IW, ir.Undefined), value, ir.Constant(_I32, 0))
+        return builder.shuffle_vector(one, ir.Constant(_IW, ir.Undefined), ir.Constant(ir.VectorType(_I32, WIDE_LANES), [0] * WIDE_LANES))
+
+    return i32x16(arr, types.int64), codegen
+
+
+@intrinsic
+def dot_u8s8(typingctx: Any, acc: Any, a: Any, b: Any) -> Any:
+    """``acc`` plus, in each lane, the sum of the products of its 4 bytes of ``a`` (unsigned) by
+    its 4 bytes of ``b`` (signed): ``vpdpbusd``, wrapping as int32 (no saturation)."""
+    if acc != i32x16 or a != i32x16 or b != i32x16:
+        return None
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_IW, [_IW, _IW, _IW]), "llvm.x86.avx512.vpdpbusd.512")
+        return builder.call(fn, list(args))
+
+    return i32x16(acc, a, b), codegen
+
+
+@intrinsic
+def requantize_store16(typingctx: Any, o: Any, q: Any, acc: Any, params: Any, at: Any, count: Any, zero: Any, low: Any,
+                       high: Any) -> Any:  # fmt: skip
+    """``o[q : q + count] = clamp(((int64(acc) * mult + rounding) >> right) + zero, low, high)``
+    lane by lane (``count`` 1-16; nothing past ``q + count`` is written), where the bytes of
+    ``params`` from ``at`` hold ``mult`` (16 int32), then ``rounding`` and ``right`` (16 int64
+    each): the rescale of ``quantized_conv.requantize_halves_up`` in registers."""
+    if not _byte_array(o) or not _byte_array(params) or acc != i32x16:
+        return None
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        o_, q_, acc_, params_, at_, count_, zero_, low_, high_ = args
+
+        def wide(index: Any, vector: Any) -> Any:
+            return builder.load(_at(context, builder, sig.args[3], params_, index, vector), align=1)
+
+        def splat64(value: Any) -> Any:
+            one = builder.insert_element(ir.Constant(_LW, ir.Undefined), value, ir.Constant(_I32, 0))
+            return builder.shuffle_vector(one, ir.Constant(_LW, ir.Undefined), ir.Constant(ir.VectorType(_I32, WIDE_LANES), [0] * 16))
+
+        mult = builder.sext(wide(at_, _IW), _LW)
+        rounding = wide(builder.add(at_, ir.Constant(_I64, 64)), _LW)
+        right = wide(builder.add(at_, ir.Constant(_I64, 192)), _LW)
+        v = builder.ashr(builder.add(builder.mul(builder.sext(acc_, _LW), mult), rounding), right)
+        v = builder.add(v, splat64(zero_))
+        lo, hi = splat64(low_), splat64(high_)
+        v = builder.select(builder.icmp_signed("<", v, lo), lo, v)
+        v = builder.select(builder.icmp_signed(">", v, hi), hi, v)
+        byte = builder.trunc(v, ir.VectorType(_I8, WIDE_LANES))
+        iota = ir.Constant(_LW, list(range(WIDE_LANES)))
+        mask = builder.icmp_signed("<", iota, splat64(count_))
+        address = _at(context, builder, sig.args[0], o_, q_, ir.VectorType(_I8, WIDE_LANES))
+        fn = cgutils.get_or_insert_function(
+            builder.module,
+            ir.FunctionType(ir.VoidType(), [byte.type, address.type, _I32, ir.VectorType(ir.IntType(1), WIDE_LANES)]),
+            "llvm.masked.store.v16i8.p0v16i8",
+        )
+        builder.call(fn, [byte, address, ir.Constant(_I32, 1), mask])
+        return context.get_dummy_value()
+
+    return types.none(o, types.int64, i32x16, params, types.int64, types.int64, types.int64, types.int64, types.int64), codegen
+
+
+@intrinsic
+def to_i32x16(typingctx: Any, v: Any) -> Any:
+    """Sixteen float32 lanes converted to int32, truncated (``vcvttps2dq``; exact on the
+    integer sums of the int8 DEPTHWISE_CONV_2D's float32 tile)."""
+    if v != f32x16:
+        return None
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        return builder.fptosi(args[0], _IW)
+
+    return i32x16(v), codegen
+
+
+# -- sixteen integer lanes for the quantized pools ----------------------------------------------------
+#
+# LLVM vectorizes a loop over a pixel's channels by 64 or 256 bytes on AVX-512, so a short one
+# (16 or 32 channels) runs in its scalar remainder: these values take 16 channels at a time.
+# (Sixteen int32 lanes are one zmm register with AVX-512, two or four elsewhere: right anywhere.)
+
+_INTEGERS = (types.int8, types.uint8, types.int16)
+
+
+def _small_int_array(arr: Any) -> bool:
+    return isinstance(arr, types.Array) and arr.dtype in _INTEGERS and arr.ndim == 1
+
+
+def _lanes_below(builder: Any, n: Any) -> Any:
+    """The mask of lanes ``0..n-1`` of 16."""
+    iota = ir.Constant(_LW, list(range(WIDE_LANES)))
+    one = builder.insert_element(ir.Constant(_LW, ir.Undefined), n, ir.Constant(_I32, 0))
+    wide = builder.shuffle_vector(one, ir.Constant(_LW, ir.Undefined), ir.Constant(ir.VectorType(_I32, WIDE_LANES), [0] * WIDE_LANES))
+    return builder.icmp_signed("<", iota, wide)
+
+
+def _splat_i32(builder: Any, value: Any) -> Any:
+    one = builder.insert_element(ir.Constant(_IW, ir.Undefined), value, ir.Constant(_I32, 0))
+    return builder.shuffle_vector(one, ir.Constant(_IW, ir.Undefined), ir.Constant(ir.VectorType(_I32, WIDE_LANES), [0] * WIDE_LANES))
+
+
+@intrinsic
+def widen16(typingctx: Any, arr: Any, idx: Any, n: Any) -> Any:
+    """``arr[idx : idx + n]`` (int8, uint8 or int16; ``n`` 0-16) as int32 lanes, zeros past
+    ``n``; nothing past ``idx + n`` is read."""
+    if not _small_int_array(arr):
+        return None
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        element = context.get_value_type(sig.args[0].dtype)
+        vector = ir.VectorType(element, WIDE_LANES)
+        address = builder.bitcast(_element(context, builder, sig.args[0], args[0], args[1]), vector.as_pointer())
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(vector, [vector.as_pointer(), _I32, ir.VectorType(ir.IntType(1), WIDE_LANES), vector]),
+            f"llvm.masked.load.v16i{element.width}.p0v16i{element.width}",
+        )
+        raw = builder.call(fn, [address, ir.Constant(_I32, 1), _lanes_below(builder, args[2]), ir.Constant(vector, [0] * WIDE_LANES)])
+        return builder.zext(raw, _IW) if sig.args[0].dtype == types.uint8 else builder.sext(raw, _IW)
+
+    return i32x16(arr, types.int64, types.int64), codegen
+
+
+@intrinsic
+def fill_i32x16(typingctx: Any, value: Any) -> Any:
+    """An integer in every lane (as int32)."""
+    if not isinstance(value, types.Integer):
+        return None
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        return _splat_i32(builder, context.cast(builder, args[0], sig.args[0], types.int32))
+
+    return i32x16(value), codegen
+
+
+add_i32x16 = _binary("add_i32x16", lambda b, x, y: b.add(x, y), i32x16)
+max_i32x16 = _binary("max_i32x16", lambda b, x, y: b.select(b.icmp_signed(">", x, y), x, y), i32x16)
+
+
+@intrinsic
+def narrow_store16(typingctx: Any, arr: Any, idx: Any, v: Any, n: Any, low: Any, high: Any) -> Any:
+    """``arr[idx : idx + n] = clamp(v, low, high)`` in ``arr``'s dtype (int8, uint8, int16, or
+    int32 without a clamp's narrowing); nothing past ``idx + n`` is written."""
+    if not (_small_int_array(arr) or (isinstance(arr, types.Array) and arr.dtype == types.int32 and arr.ndim == 1)) or v != i32x16:
+        return None
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        element = context.get_value_type(sig.args[0].dtype)
+        vector = ir.VectorType(element, WIDE_LANES)
+        lo = _splat_i32(builder, context.cast(builder, args[4], sig.args[4], types.int32))
+        hi = _splat_i32(builder, context.cast(builder, args[5], sig.args[5], types.int32))
+        x = builder.select(builder.icmp_signed("<", args[2], lo), lo, args[2])
+        x = builder.select(builder.icmp_signed(">", x, hi), hi, x)
+        if element.width < 32:
+            x = builder.trunc(x, vector)
+        address = builder.bitcast(_element(context, builder, sig.args[0], args[0], args[1]), vector.as_pointer())
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [vector, vector.as_pointer(), _I32, ir.VectorType(ir.IntType(1), WIDE_LANES)]),
+            f"llvm.masked.store.v16i{element.width}.p0v16i{element.width}",
+        )
+        builder.call(fn, [x, address, ir.Constant(_I32, 1), _lanes_below(builder, args[3])])
+        return context.get_dummy_value()
+
+    return types.none(arr, types.int64, i32x16, types.int64, low, high), codegen
