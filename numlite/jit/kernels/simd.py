@@ -553,3 +553,72 @@ def narrow_store16(typingctx: Any, arr: Any, idx: Any, v: Any, n: Any, low: Any,
         return context.get_dummy_value()
 
     return types.none(arr, types.int64, i32x16, types.int64, low, high), codegen
+sub_i32x16 = _binary("sub_i32x16", lambda b, x, y: b.sub(x, y), i32x16)
+
+
+@intrinsic
+def gather16(typingctx: Any, table: Any, idx: Any) -> Any:
+    """``table[idx]`` lane by lane (an int32 table; no bounds check: the callers' indices are
+    planned)."""
+    if not (isinstance(table, types.Array) and table.dtype == types.int32 and table.ndim == 1) or idx != i32x16:
+        return None
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        base = builder.ptrtoint(context.make_array(sig.args[0])(context, builder, args[0]).data, _I64)
+        one = builder.insert_element(ir.Constant(_LW, ir.Undefined), base, ir.Constant(_I32, 0))
+        bases = builder.shuffle_vector(one, ir.Constant(_LW, ir.Undefined), ir.Constant(ir.VectorType(_I32, WIDE_LANES), [0] * 16))
+        offsets = builder.shl(builder.sext(args[1], _LW), ir.Constant(_LW, [2] * WIDE_LANES))  # (llvmlite's gep takes no vector index)
+        pointers = builder.inttoptr(builder.add(bases, offsets), ir.VectorType(_I32.as_pointer(), WIDE_LANES))
+        fn = cgutils.get_or_insert_function(
+            builder.module,
+            ir.FunctionType(_IW, [pointers.type, _I32, ir.VectorType(ir.IntType(1), WIDE_LANES), _IW]),
+            "llvm.masked.gather.v16i32.v16p0i32",
+        )
+        every = ir.Constant(ir.VectorType(ir.IntType(1), WIDE_LANES), [1] * WIDE_LANES)
+        return builder.call(fn, [pointers, ir.Constant(_I32, 4), every, ir.Constant(_IW, ir.Undefined)])
+
+    return i32x16(table, i32x16), codegen
+
+
+@intrinsic
+def rescale_store16(typingctx: Any, arr: Any, idx: Any, v: Any, multiplier: Any, right: Any, zero: Any, low: Any, high: Any,
+                    n: Any) -> Any:  # fmt: skip
+    """``arr[idx : idx + n] = clamp(MultiplyByQuantizedMultiplier(v, multiplier, -right) +
+    zero, low, high)``: gemmlowp's rounding doubling high multiply, then its rounding right
+    shift by ``right`` >= 0 (halves away from zero), lane by lane in int64, as
+    ``quantized.multiply_by_quantized_multiplier`` computes it; ``arr`` int8 or uint8."""
+    if not _byte_array(arr) or v != i32x16:
+        return None
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        arr_, idx_, v_, m_, r_, zero_, low_, high_, n_ = args
+
+        def splat64(value: Any, ty: Any) -> Any:
+            value = context.cast(builder, value, ty, types.int64)
+            one = builder.insert_element(ir.Constant(_LW, ir.Undefined), value, ir.Constant(_I32, 0))
+            return builder.shuffle_vector(one, ir.Constant(_LW, ir.Undefined), ir.Constant(ir.VectorType(_I32, WIDE_LANES), [0] * 16))
+
+        def constant(value: int) -> Any:
+            return ir.Constant(_LW, [value] * WIDE_LANES)
+
+        x = builder.ashr(builder.add(builder.mul(builder.sext(v_, _LW), splat64(m_, sig.args[3])), constant(1 << 30)), constant(31))
+        r = splat64(r_, sig.args[4])
+        half = builder.ashr(builder.shl(constant(1), r), constant(1))  # 0 at r == 0
+        # minus one for a negative value when there is a rounding shift: halves away from zero
+        nudge = builder.select(builder.icmp_signed(">", r, constant(0)), builder.ashr(x, constant(63)), constant(0))
+        x = builder.ashr(builder.add(builder.add(x, nudge), half), r)
+        x = builder.add(x, splat64(zero_, sig.args[5]))
+        lo, hi = splat64(low_, sig.args[6]), splat64(high_, sig.args[7])
+        x = builder.select(builder.icmp_signed("<", x, lo), lo, x)
+        x = builder.select(builder.icmp_signed(">", x, hi), hi, x)
+        byte = builder.trunc(x, ir.VectorType(_I8, WIDE_LANES))
+        address = _at(context, builder, sig.args[0], arr_, idx_, ir.VectorType(_I8, WIDE_LANES))
+        fn = cgutils.get_or_insert_function(
+            builder.module,
+            ir.FunctionType(ir.VoidType(), [byte.type, address.type, _I32, ir.VectorType(ir.IntType(1), WIDE_LANES)]),
+            "llvm.masked.store.v16i8.p0v16i8",
+        )
+        builder.call(fn, [byte, address, ir.Constant(_I32, 1), _lanes_below(builder, context.cast(builder, n_, sig.args[8], types.int64))])
+        return context.get_dummy_value()
+
+    return types.none(arr, types.int64, i32x16, multiplier, right, zero, low, high, n), codegen
