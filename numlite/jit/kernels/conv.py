@@ -298,7 +298,8 @@ def _store16(o, q, a, count, act, low, high, epi):
 def _store(o, q, a0, a1, count, act, low, high, epi):
     """The store step of a tile's row: ``count`` (1-16) channels at ``o[q]``, clamped to the
     fused activation's range when ``act``, then through the epilogue ``epi`` (see
-    :mod:`numlite.jit.kernels.epilogues`). (An int8 kernel would requantize here.)"""
+    :mod:`numlite.jit.kernels.epilogues`). (The int8 kinds of quantized_conv requantize in
+    their own store steps.)"""
     if act:
         a0 = clamp(a0, low, high)
         a1 = clamp(a1, low, high)

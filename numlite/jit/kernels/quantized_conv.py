@@ -2,6 +2,11 @@
 LiteRT's integer kernels (numlite's NumPy kernels in numlite/kernels/quantized_conv.py and
 quantized.py are the reference; their prepared parameters, ``node.kernel``, are used as they are).
 
+**The byte kinds** (below, where the machine has them): an int8 CONV_2D runs on 8-bit lanes
+(``vpdpbusd``, AVX512-VNNI: :data:`KIND_BYTE_CONV`) and an int8 DEPTHWISE_CONV_2D on float32
+lanes from a centred copy (:data:`KIND_BYTE_DEPTHWISE`), each requantizing its sums in registers
+as it stores them. The other forms (and every form on other machines) take the float32 path:
+
 **The convolutions run the float32 register-blocked loop kernels** (:mod:`numlite.jit.kernels.conv`,
 with their parallel twins for ``num_threads``) on exact integers:
 
@@ -31,10 +36,10 @@ temporaries four times the int8 tensors' size (shared by lifetime in the arenas)
 
 int16 activations (16x8) stay on NumPy: their sums need int64 and exceed float32's exact range.
 
-**Pools** are plain loops over int32 accumulators, channels innermost: the maximum of the raw
-values (the window clipped to the input), or the sum divided by the in-bounds count rounded half
-away from zero with C's truncating division, as LiteRT's reference ``AveragePool``; both clamped
-to the fused activation.
+**Pools** take 16 channels at a time in int32 lanes (:mod:`numlite.jit.kernels.simd`): the
+maximum of the raw values (the window clipped to the input), or the sum divided by the in-bounds
+count rounded half away from zero with C's truncating division, as LiteRT's reference
+``AveragePool``; both clamped to the fused activation.
 
 **SPLIT, SPLIT_V** on quantized tensors copy raw values, as LiteRT and the NumPy engine do (they
 are not in ``codegen.MOVES_ELEMENTS`` because their data input is not input 0 for SPLIT, and

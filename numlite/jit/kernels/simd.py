@@ -18,6 +18,10 @@ value in halves (NEON) or lanes; the results are the same.
 * :func:`vmax` / :func:`clamp`: NaN-propagating maximum (``np.maximum``) and LiteRT's fused
   activation clamp (NaN kept);
 * :func:`add`, :func:`mul`, :func:`div`.
+
+Sixteen float32 lanes (``f32x16``) for the wide tiles on machines with AVX-512, and sixteen int32
+lanes (``i32x16``) for the 8-bit kernels: ``vpdpbusd`` dot products of bytes (AVX512-VNNI), the
+requantizing stores, the integer pools' loads and stores, the 8-bit ADD's table gathers.
 """
 
 from __future__ import annotations
