@@ -18,7 +18,6 @@ import pytest
 from helpers import litert_interpreter
 
 import numlite
-import numlite.jit.kernels.simd
 from numlite.errors import InvokeError
 
 pytest.importorskip("numba")
@@ -53,7 +52,7 @@ def forms() -> tuple[bytes, list[np.ndarray], list[str]]:
     u = g.add(x(ints(U8, (2, 3, 8)), (0.04, 128)), "u")
     s = g.add(x(ints(I16, (2, 12)), (1 / 256, 0)), "s")
     long = g.add(x(ints(I16, (1, 600)), (1 / 64, 0)), "long")
-    e = g.add(x(ints(I8, (2, 3, 8)), (0.11, 20)), "e")  # of a's shape (the 16-lane ADD and SUB)
+    e = g.add(x(ints(I8, (2, 3, 8)), (0.11, 20)), "e")  # of a's shape
     p37, q37 = g.add(x(ints(I8, (1, 37)), (0.02, -9)), "p37"), g.add(x(ints(I8, (1, 37)), (0.3, 100)), "q37")  # 16 + 16 + 5
     u2 = g.add(x(ints(U8, (2, 3, 8)), (0.015, 3)), "u2")
     names = []
@@ -143,18 +142,6 @@ def test_every_quantized_form_compiles(forms_model):
     assert report["operators"] == len(names) + 1  # and the RESHAPE
 
 
-def test_same_shape_8_bit_add_and_sub_run_in_16_lane_values(forms_model):
-    """With AVX-512, an 8-bit ADD or SUB of two inputs of the output's shape sums the inputs'
-    scaled values from two 256-entry tables (quantized.rescaled_sum); the broadcasting ones and
-    MUL keep the table of pairs (both bit-exact: the test below)."""
-    from numlite.jit.kernels.simd import AVX512
-
-    *_, it = forms_model
-    with open(it.jit_report()["subgraphs"][0]["module"]) as f:
-        source = f.read()
-    assert ("numlite.jit.kernels.quantized.rescaled_sum" in source) == AVX512
-
-
 @pytest.mark.parametrize("seed", [0, 1])
 def test_every_quantized_form_is_bit_exact_with_litert(forms_model, seed):
     data, feeds, names, it = forms_model
@@ -220,41 +207,6 @@ def test_fixed_point_rescaling_matches_the_numpy_reference():
     expected = np.array([fixed_point.multiply_by_quantized_multiplier(np.int32(a), int(b), int(c)) for a, b, c in zip(x[:2000], m, s)])
     np.testing.assert_array_equal(got[:2000], expected)
     np.testing.assert_array_equal(got, fixed_point.multiply_by_quantized_multiplier(x.astype(I32), m, s))  # per-element arrays
-
-
-@pytest.mark.skipif(not numlite.jit.kernels.simd.AVX512, reason="16-lane values: AVX-512 only")
-@pytest.mark.parametrize("dtype", [I8, U8])
-def test_16_lane_rescale_matches_the_numpy_reference_on_halves(dtype):
-    """simd.rescale_store16 (the 16-lane ADD and SUB's output rescale) on sums that fall on
-    exact halves of the rounding shift, both signs (a multiplier of one half, small sums), and
-    on random sums and multipliers; int8 and uint8 clamps, stores of fewer than 16 lanes: as
-    the NumPy kernels' fixed_point rescale (halves away from zero)."""
-    from numba import njit
-
-    from numlite.jit.kernels.simd import load_i32x16, rescale_store16
-    from numlite.kernels import fixed_point
-
-    @njit
-    def rescale(v, n, m, right, zero, low, high, out):
-        raw = v.view(np.int8)
-        for i in range(0, n, 16):
-            rescale_store16(out, i, load_i32x16(raw, 4 * i), m, right, zero, low, high, min(16, n - i))
-
-    rng = np.random.default_rng(3)
-    info = np.iinfo(dtype)
-    cases = [(np.arange(-2000, 2000), 1 << 30, r, 0) for r in (0, 1, 2, 3)]  # (x + 1) // 2, then halves at r
-    for _ in range(20):
-        m, shift = fixed_point.quantize_multiplier(rng.uniform(1e-5, 0.99))
-        cases.append((rng.integers(-(2**31), 2**31, 1000), int(m), -int(shift), int(rng.integers(-20, 20))))
-    for x, m, r, zero in cases:
-        n = x.size - 3  # a partial store at the end
-        v = np.zeros(-(-x.size // 16) * 16, I32)
-        v[: x.size] = x
-        out = np.full(v.size, 7, dtype)
-        rescale(v, n, m, r, zero, int(info.min), int(info.max), out)
-        expected = fixed_point.multiply_by_quantized_multiplier(v[:n], m, -r).astype(I64) + zero
-        np.testing.assert_array_equal(out[:n], np.clip(expected, info.min, info.max).astype(dtype), err_msg=f"m={m}, r={r}")
-        assert np.all(out[n:] == 7)  # nothing written past n
 
 
 # -- resource variables --------------------------------------------------------------------------

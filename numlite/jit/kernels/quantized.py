@@ -33,8 +33,7 @@ import numpy as np
 from numba import njit
 
 from numlite.jit.kernels import emits
-from numlite.jit.kernels.common import body, each, index, kernel, require
-from numlite.jit.kernels.simd import AVX512, add_i32x16, fill_i32x16, gather16, rescale_store16, sub_i32x16, widen16
+from numlite.jit.kernels.common import each, index, kernel, require
 
 INT8, UINT8, INT16 = np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16)
 EIGHT_BIT = (INT8, UINT8)
@@ -122,54 +121,12 @@ def emit_quantize(node, g) -> None:
 def emit_pairs(node, g) -> None:
     a, b = node.ins
     (out,) = node.outs
-    if _rescaled_sum(node):
-        emit_rescaled_sum(node, g)
-        return
     table = getattr(node.kernel, "table", None)
     require(a.dtype in EIGHT_BIT and table is not None and table.size == 65536,
             f"quantized {node.op_name} of {a.dtype.name} is not compiled (8-bit inputs only)")
     name = _shared(g, table)
     left, right = _bits(a), _bits(b)
     each(g, out, lambda i: f"{name}[(({left.format(index(a, out, i, g))}) << 8) | ({right.format(index(b, out, i, g))})]")
-
-
-# -- ADD, SUB of one shape, in 16-lane values ----------------------------------------------------------
-#
-# ADD and SUB are ``rescale(s1[a] +- s2[b])``: each input's scaled value depends on that input
-# alone (a 256-entry int32 table, made by the NumPy kernel's own ``_scaled``), and one rescale of
-# their int32 sum gives the output. Two gathers from tables in L1, an add and a rescale in
-# registers: a lookup in the 64 KiB table of pairs took 0.9 ns an element, latency-bound.
-
-
-def _rescaled_sum(node) -> bool:
-    k = node.kernel
-    a, b = node.ins
-    return (AVX512 and node.op_name in ("ADD", "SUB") and hasattr(k, "inputs_params") and a.dtype in EIGHT_BIT
-            and a.dtype == b.dtype == node.outs[0].dtype and a.shape == b.shape == node.outs[0].shape
-            and -31 <= int(k.out_params[2]) <= 0)  # fmt: skip
-
-
-@body
-def rescaled_sum(a, b, sa, sb, o, n, lo, sign, multiplier, right, zero, low, high):
-    """``o = clamp(rescale(sa[a - lo] + sign * sb[b - lo]) + zero, low, high)``, 16 at a time."""
-    for i in range(0, n, 16):
-        k = min(16, n - i)
-        va = gather16(sa, add_i32x16(widen16(a, i, k), fill_i32x16(-lo)))
-        vb = gather16(sb, add_i32x16(widen16(b, i, k), fill_i32x16(-lo)))
-        rescale_store16(o, i, add_i32x16(va, vb) if sign > 0 else sub_i32x16(va, vb), multiplier, right, zero, low, high, k)
-
-
-def emit_rescaled_sum(node, g) -> None:
-    a, b = node.ins
-    (out,) = node.outs
-    k = node.kernel
-    info = np.iinfo(a.dtype)
-    values = np.arange(info.min, info.max + 1).astype(a.dtype)
-    tables = [g.const(k._scaled(values, params).astype(np.int32)) for params in k.inputs_params]
-    zero, multiplier, shift = (int(v) for v in k.out_params)
-    low, high = (int(v) for v in k.range)
-    g.line(f"{g.kernel(rescaled_sum)}({a.name}, {b.name}, {tables[0]}, {tables[1]}, {out.name}, {out.size}, {int(info.min)}, "
-           f"{int(k.sign)}, {multiplier}, {-shift}, {zero}, {low}, {high})")
 
 
 # -- CONCATENATION, MAXIMUM, MINIMUM: the raw values -----------------------------------------------------
