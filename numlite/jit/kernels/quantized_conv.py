@@ -457,12 +457,15 @@ def byte_conv_node(node: Any, g: Any, x: Any, out: Any, weights: np.ndarray, bia
 
 # -- DEPTHWISE_CONV_2D with its requantization in the store step ------------------------------------
 #
-# The int8 DEPTHWISE_CONV_2D sums in float32 lanes as conv.py's does (exact integers: the bound
-# of "How" above, with the bias in it), from a working buffer of the centered input with a zero
-# border and its channels padded to a multiple of 16 (so that every load is a whole 16-lane one
-# and no window needs a bounds test), and converts and requantizes each tile's sums in
-# registers as it stores them (simd.to_i32x16, simd.requantize_store16): one pass over the
-# input and one over the output, where the float32 path made three.
+# The int8 DEPTHWISE_CONV_2D sums in float32 lanes as conv.py's does, from a working buffer of the
+# raw int8 input with a border of the zero point and its channels padded to a multiple of 16 (so
+# that every load is a whole 16-lane one and no window needs a bounds test). Each load widens 16
+# bytes to float32 (simd.load16). Every window then covers input or zero points only, so
+# ``sum (x - x_zp) * w == sum x * w - x_zp * sum w`` for every pixel, and the second term joins
+# the bias at generation. The sums are exact integers in float32 (generation proves them within
+# 2**24, bias included), and each tile converts and requantizes its sums in registers as it
+# stores them (simd.to_i32x16, simd.requantize_store16): one byte copy of the input and one pass
+# over the output, where the float32 path made a float32 copy, a buffer of sums and a second pass.
 
 # The int64 parameters of a byte DEPTHWISE_CONV_2D node
 (D_N, D_H, D_W, D_C, D_HS, D_WS, D_OH, D_OW, D_KH, D_KW, D_SH, D_SW, D_DH, D_DW, D_TOP, D_LEFT, D_CP, D_XZP, D_ZERO, D_LOW, D_HIGH,
@@ -473,7 +476,7 @@ KIND_BYTE_DEPTHWISE = 9  # its loop kernel kind (numlite.jit.kernels.loops)
 def _byte_depthwise_fits(node: Any, x: Any, f: Any, k: Any, channels: int, weights: np.ndarray, bias: Any) -> bool:
     """Whether an int8 DEPTHWISE_CONV_2D takes the byte kind: the machine's 16-lane tile, int8
     activations, a depth multiplier of 1, every channel rounded as :func:`requantize_halves_up`,
-    and every sum with its bias within float32's exact integers."""
+    and every sum with its bias and the zero point's term within float32's exact integers."""
     from numlite.jit.kernels.simd import AVX512
 
     if not AVX512 or x.dtype != INT8 or x.shape[3] != channels:
@@ -481,36 +484,41 @@ def _byte_depthwise_fits(node: Any, x: Any, f: Any, k: Any, channels: int, weigh
     shifts = np.broadcast_to(np.asarray(k.shift, np.int64), (channels,))
     if not (np.all(np.broadcast_to(k.halves_up(channels), (channels,))) and np.all(shifts <= 0) and np.all(shifts >= -31)):
         return False
-    biases = np.zeros(1, np.int64) if bias is None else np.asarray(bias.value).astype(np.int64)
-    deviation = max(abs(-128 - int(k.x_zp)), abs(127 - int(k.x_zp)))
-    return deviation * int(np.abs(weights).reshape(-1, channels).sum(axis=0).max(initial=0)) + int(np.abs(biases).max(initial=0)) <= FLOAT32_EXACT
+    biases = np.zeros(channels, np.int64) if bias is None else np.asarray(bias.value).reshape(-1).astype(np.int64)
+    sums = weights.reshape(-1, channels).sum(axis=0)
+    l1 = np.abs(weights).reshape(-1, channels).sum(axis=0)
+    return bool(biases.size == channels and np.all(128 * l1 + np.abs(biases - int(k.x_zp) * sums) <= FLOAT32_EXACT))
 
 
 @body
 def byte_depthwise_setup(x, o, src, f, p):
-    """The input less its zero point, as float32, into the working buffer ``[n, hs, ws, cp]``
-    (zeros around it and in the channels past ``c``); the number of units (output rows)."""
+    """The int8 input into the working buffer ``[n, hs, ws, cp]`` with a border of the zero
+    point (the channels past ``c`` hold it too: their weights are 0); the number of units
+    (output rows)."""
     n, h, w, c, hs, ws, top, left, cp = p[D_N], p[D_H], p[D_W], p[D_C], p[D_HS], p[D_WS], p[D_TOP], p[D_LEFT], p[D_CP]
-    s = src.view(np.float32)
-    z = np.float32(p[D_XZP])
+    fill = np.int8(p[D_XZP])
     rows, cols = min(h, hs - top), min(w, ws - left)
     span = ws * cp
-    for b in range(n):
+    for b in range(n):  # (views indexed from 0, as conv.pad_into's, so that LLVM vectorizes)
         for y in range(hs):
-            row = s[(b * hs + y) * span : (b * hs + y + 1) * span]
+            row = src[(b * hs + y) * span : (b * hs + y + 1) * span]
             iy = y - top
             if iy < 0 or iy >= rows:
-                _fill(row, 0, span, 0)
+                _fill(row, 0, span, fill)
                 continue
-            _fill(row, 0, left * cp, 0)
-            for ix in range(cols):
-                line = x[((b * h + iy) * w + ix) * c : ((b * h + iy) * w + ix + 1) * c]
-                pixel = row[(left + ix) * cp : (left + ix + 1) * cp]
-                for ch in range(c):
-                    pixel[ch] = np.float32(line[ch]) - z
-                for ch in range(c, cp):
-                    pixel[ch] = 0
-            _fill(row, (left + cols) * cp, span, 0)
+            _fill(row, 0, left * cp, fill)
+            line = x[(b * h + iy) * w * c : (b * h + iy) * w * c + cols * c]
+            if c == cp:  # one copy of the row's pixels
+                inner = row[left * cp : (left + cols) * cp]
+                for q in range(cols * c):
+                    inner[q] = line[q]
+            else:
+                for ix in range(cols):
+                    pixel, values = row[(left + ix) * cp : (left + ix + 1) * cp], line[ix * c : (ix + 1) * c]
+                    for ch in range(c):
+                        pixel[ch] = values[ch]
+                    _fill(pixel, c, cp, fill)
+            _fill(row, (left + cols) * cp, span, fill)
     return n * p[D_OH]
 
 
@@ -521,7 +529,7 @@ def byte_depthwise_units(x, o, src, f, p, u0, u1):
     c, hs, ws, oh, ow, kh, kw, sh, sw, dh, dw, cp = p[D_C], p[D_HS], p[D_WS], p[D_OH], p[D_OW], p[D_KH], p[D_KW], p[D_SH], p[D_SW], \
         p[D_DH], p[D_DW], p[D_CP]  # fmt: skip
     zero, low, high, bias, params = p[D_ZERO], p[D_LOW], p[D_HIGH], p[D_BIAS], p[D_PARAMS]
-    s = src.view(np.float32)
+    s = src  # int8: simd.load16 widens its bytes to float32
     fw = f[: 4 * (bias + cp)].view(np.float32)
     row, col, step = dh * ws * cp, dw * cp, sw * cp
     rows = (kw == 3 or kw == 5) and dw == 1 and sw == 1
@@ -596,8 +604,8 @@ def _byte_dw_store(o, f, q, ch, c, params, zero, low, high, a):
 
 
 def byte_depthwise_node(node: Any, g: Any, x: Any, out: Any, weights: np.ndarray, biases: np.ndarray, k: Any) -> None:
-    """An int8 DEPTHWISE_CONV_2D node's call of the byte kind (``weights`` ``[1, kh, kw, c]``
-    and ``biases`` as int64, less the weights' zero point; ``k`` the NumPy kernel's prepared
+    """An int8 DEPTHWISE_CONV_2D node's call of the byte kind (``weights`` ``[1, kh, kw, c]``,
+    less the weights' zero point, and ``biases``, as int64; ``k`` the NumPy kernel's prepared
     parameters)."""
     n, h, w, c = x.shape
     _, kh, kw, _ = weights.shape
@@ -610,9 +618,9 @@ def byte_depthwise_node(node: Any, g: Any, x: Any, out: Any, weights: np.ndarray
     packed = np.zeros((kh, kw, cp), np.float32)
     packed[:, :, :c] = weights.reshape(kh, kw, c)
     bias = np.zeros(cp, np.float32)
-    bias[:c] = biases
+    bias[:c] = biases - int(k.x_zp) * weights.reshape(-1, c).sum(axis=0)  # the zero point's term (exact: _byte_depthwise_fits)
     floats = _blob(packed.reshape(-1), bias, _requantization(k, biases, c))
-    src = g.temp((4 * n * hs * ws * cp,), INT8)  # float32 words, as bytes
+    src = g.temp((n * hs * ws * cp + 16,), INT8)  # (16 bytes of slack: a 16-lane load past the last pixel's channels)
     p = [n, h, w, c, hs, ws, oh, ow, kh, kw, sh, sw, dh, dw, top, left, cp, int(k.x_zp), int(k.out_zp), int(k.act_min), int(k.act_max),
          kh * kw * cp, 4 * (kh * kw * cp + cp)]  # fmt: skip
     call(g, KIND_BYTE_DEPTHWISE, x, out, src, p, floats, out.size * kh * kw)

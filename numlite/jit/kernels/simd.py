@@ -271,11 +271,17 @@ AVX512 = _has_avx512() and os.environ.get("NUMLITE_JIT_LANES") != "8"
 
 @intrinsic
 def load16(typingctx: Any, arr: Any, idx: Any) -> Any:
-    """``arr[idx : idx + 16]`` as one value."""
-    if not _float32_array(arr):
+    """``arr[idx : idx + 16]`` as one value; from an int8 array, the 16 bytes widened to
+    float32 (exact: the int8 DEPTHWISE_CONV_2D's tile reads its input so, a quarter of the
+    float32 copy's bytes)."""
+    if not _float32_array(arr) and not (isinstance(arr, types.Array) and arr.dtype == types.int8 and arr.ndim == 1):
         return None
 
     def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        if sig.args[0].dtype == types.int8:
+            bytes16 = ir.VectorType(ir.IntType(8), WIDE_LANES)
+            address = builder.bitcast(_element(context, builder, sig.args[0], args[0], args[1]), bytes16.as_pointer())
+            return builder.sitofp(builder.sext(builder.load(address, align=1), ir.VectorType(_I32, WIDE_LANES)), _W)
         address = builder.bitcast(_element(context, builder, sig.args[0], args[0], args[1]), _W.as_pointer())
         return builder.load(address, align=4)
 
