@@ -142,6 +142,19 @@ def test_every_quantized_form_compiles(forms_model):
     assert report["operators"] == len(names) + 1  # and the RESHAPE
 
 
+def test_int8_fully_connected_runs_on_bytes_where_the_machine_can(forms_model):
+    """With AVX512-VNNI, the int8 FULLY_CONNECTED's dot products are vpdpbusd's
+    (quantized.byte_dot_rows); the 16x8 ones keep the int32/int64 loops (both bit-exact: the
+    test below)."""
+    from numlite.jit.kernels.simd import VNNI
+
+    *_, it = forms_model
+    with open(it.jit_report()["subgraphs"][0]["module"]) as f:
+        source = f.read()
+    assert ("numlite.jit.kernels.quantized.byte_dot_rows" in source) == VNNI
+    assert "numlite.jit.kernels.quantized.dot_rows_int64" in source
+
+
 @pytest.mark.parametrize("seed", [0, 1])
 def test_every_quantized_form_is_bit_exact_with_litert(forms_model, seed):
     data, feeds, names, it = forms_model

@@ -380,6 +380,16 @@ def _at(context: Any, builder: Any, arrty: Any, arr: Any, idx: Any, pointee: Any
 
 
 @intrinsic
+def i32x16_zero(typingctx: Any) -> Any:
+    """Sixteen int32 zeros."""
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        return ir.Constant(_IW, [0] * WIDE_LANES)
+
+    return i32x16(), codegen
+
+
+@intrinsic
 def load_i32x16(typingctx: Any, arr: Any, idx: Any) -> Any:
     """The 64 bytes ``arr[idx : idx + 64]`` as sixteen int32 lanes."""
     if not _byte_array(arr):
