@@ -127,23 +127,28 @@ def test_every_conv_form_matches_litert_and_numpy(convs):
 
 
 def test_tile_width_follows_the_machine_and_the_environment():
-    """16-lane tiles where the machine has AVX-512, unless NUMLITE_JIT_LANES=8."""
+    """16-lane tiles where the machine has AVX-512, unless NUMLITE_JIT_LANES=8; the byte tiles
+    of int8 (vpdpbusd) where it also has AVX512-VNNI, under the same switch."""
     assert conv.WIDE == (simd._has_avx512() and os.environ.get("NUMLITE_JIT_LANES") != "8")
     assert conv.TILE == (8 if conv.WIDE else 4)
+    assert simd.VNNI == (conv.WIDE and simd._has_vnni())
 
 
 def test_eight_lane_tiles_match_litert(tmp_path):
     """The 8-lane tiles (machines without AVX-512) on every convolution form, epilogue and int8
-    convolution, forced by NUMLITE_JIT_LANES=8 in a process of its own (a no-op where the
-    machine has no AVX-512: the rest of the suite runs them there); its own caches."""
+    convolution, and the int8 kernels without the byte tiles (FULLY_CONNECTED's int32 loops, the
+    float32 path of the int8 convolutions), forced by NUMLITE_JIT_LANES=8 in a process of its
+    own (a no-op where the machine has no AVX-512: the rest of the suite runs them there); its
+    own caches."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     tests = ["tests/test_jit_conv.py::test_tile_width_follows_the_machine_and_the_environment",
              "tests/test_jit_conv.py::test_every_conv_form_matches_litert_and_numpy", "tests/test_jit_fusion.py",
-             "tests/test_jit_quantized.py::test_int8_convolutions_and_pools_are_bit_exact_with_litert"]  # fmt: skip
+             "tests/test_jit_quantized.py::test_int8_convolutions_and_pools_are_bit_exact_with_litert",
+             "tests/test_jit_quantized.py::test_every_quantized_form_is_bit_exact_with_litert"]  # fmt: skip
     env = {**os.environ, "NUMLITE_JIT_LANES": "8", "NUMLITE_CACHE_DIR": str(tmp_path), "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider", *tests], cwd=root, env=env,
                           capture_output=True, text=True, timeout=1200)  # fmt: skip
-    assert done.returncode == 0 and "6 passed" in done.stdout, done.stdout[-4000:] + done.stderr[-2000:]
+    assert done.returncode == 0 and "8 passed" in done.stdout, done.stdout[-4000:] + done.stderr[-2000:]
 
 
 def test_two_threads_match_one_and_run_concurrently(convs, monkeypatch):
