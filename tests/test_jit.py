@@ -357,6 +357,27 @@ def test_second_process_loads_the_compiled_module_from_the_cache(loop, jit_cache
     assert os.path.dirname(module) == os.path.join(jit_cache, "jit")
 
 
+def test_the_cache_index_keys_on_what_changes_the_generated_kernels(monkeypatch):
+    """A module generated for the byte tiles (AVX512-VNNI) calls kernels another machine may
+    lack: the model's index key holds the machine's AVX-512 and VNNI, and NUMLITE_JIT_LANES,
+    so a shared cache folder or a run with the variable finds its own module."""
+    from numlite.jit import cache
+
+    def key() -> str:
+        cache._target.cache_clear()
+        return cache.index_key("model", 0, ((1, 4),))
+
+    monkeypatch.delenv("NUMLITE_JIT_LANES", raising=False)
+    plain = key()
+    monkeypatch.setenv("NUMLITE_JIT_LANES", "8")
+    assert key() != plain
+    monkeypatch.delenv("NUMLITE_JIT_LANES")
+    assert key() == plain
+    other = "+avx512f;lanes=" if "+avx512vnni" in cache._target() else "+avx512f,+avx512vnni;lanes="
+    monkeypatch.setattr(cache, "_target", lambda: other)  # a machine with or without VNNI, unlike this one
+    assert cache.index_key("model", 0, ((1, 4),)) != plain
+
+
 def test_auto_compiles_a_hot_model_in_the_background(jit_cache, monkeypatch):
     from numlite.jit import engine
 

@@ -64,7 +64,25 @@ def model_key(model: Any) -> str:
 
 
 def index_key(model_hash: str, root: int, shapes: Any) -> str:
-    return hashlib.sha256(repr((model_hash, root, shapes, _numlite_version(), _numba_version())).encode()).hexdigest()[:32]
+    parts = (model_hash, root, shapes, _numlite_version(), _numba_version(), _target())
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:32]
+
+
+@functools.lru_cache(maxsize=None)
+def _target() -> str:
+    """What of the machine decides which kernels the generator calls (kernels.simd: AVX-512's
+    wide tiles, AVX512-VNNI's byte tiles, and ``NUMLITE_JIT_LANES``, which turns both off): a
+    cache folder shared by two machines, or a run with and without the variable, must not hand
+    one the other's module (its loop kernels of another kind, an instruction it lacks). Read
+    through llvmlite, not Numba: the index is looked up before Numba is imported."""
+    try:
+        from llvmlite import binding
+
+        features = binding.get_host_cpu_features().flatten().split(",")
+    except Exception:  # (a platform llvmlite cannot tell: no such features)
+        features = []
+    wanted = [f for f in features if f in ("+avx512f", "+avx512vnni")]
+    return ",".join(sorted(wanted)) + ";lanes=" + os.environ.get("NUMLITE_JIT_LANES", "")
 
 
 @functools.lru_cache(maxsize=None)
