@@ -104,22 +104,22 @@ def pad_into(x, src, n, h, w, c, hs, ws, top, left):
             row = src[(b * hs + y) * span : (b * hs + y + 1) * span]
             iy = y - top
             if iy < 0 or iy >= rows:
-                _zero(row, 0, span)
+                fill(row, 0, span, 0)
                 continue
             line = x[(b * h + iy) * w * c : (b * h + iy) * w * c + cols * c]
-            _zero(row, 0, left * c)
+            fill(row, 0, left * c, 0)
             inner = row[left * c : (left + cols) * c]
             for q in range(cols * c):
                 inner[q] = line[q]
-            _zero(row, (left + cols) * c, span)
+            fill(row, (left + cols) * c, span, 0)
 
 
 @njit(inline="always")
-def _zero(a, start, stop):
-    """``a[start:stop] = 0`` (a view indexed from 0: see :func:`pad_into`)."""
+def fill(a, start, stop, value):
+    """``a[start:stop] = value`` (a view indexed from 0: see :func:`pad_into`)."""
     part = a[start:stop]
     for q in range(part.size):
-        part[q] = 0
+        part[q] = value
 
 
 # -- CONV_2D --------------------------------------------------------------------------------------

@@ -79,43 +79,28 @@ COST: dict[int, float] = {KIND_CONV: 5.5, KIND_DEPTHWISE: 4.5, POOL: 1.3, SOFTMA
 # point is this code with a globals dict of its own that binds them to its kind's bodies.
 SETUP: Any = None
 UNITS: Any = None
+CONSTANTS: Any = np.float32  # how the kind reads its float32 constants: np.int8 for the kinds on BYTES
+WORD = 1  # (their elements per float32 word)
 
 
 def _serial(xp, nx, op, no, sp, ns, cp, nctl, kp, kf, nf, kind):
     x, o, src, ctl = carray(xp, nx), carray(op, no), carray(sp, ns), carray(cp, nctl)
     p = carray(at(ctl[kp], np.int64), 32)  # at most 32 parameters: only those the kind knows are read
-    f = carray(at(ctl[kf], np.float32), nf)
+    f = carray(at(ctl[kf], CONSTANTS), WORD * nf)
     UNITS(x, o, src, f, p, np.int64(0), SETUP(x, o, src, f, p))
-
-
-def _serial_bytes(xp, nx, op, no, sp, ns, cp, nctl, kp, kf, nf, kind):
-    x, o, src, ctl = carray(xp, nx), carray(op, no), carray(sp, ns), carray(cp, nctl)
-    p = carray(at(ctl[kp], np.int64), 32)
-    f = carray(at(ctl[kf], np.int8), 4 * nf)
-    UNITS(x, o, src, f, p, np.int64(0), SETUP(x, o, src, f, p))
-
-
-def _parallel_bytes(xp, nx, op, no, sp, ns, cp, nctl, kp, kf, nf, kind):
-    x, o, src, ctl = carray(xp, nx), carray(op, no), carray(sp, ns), carray(cp, nctl)
-    p = carray(at(ctl[kp], np.int64), 32)
-    f = carray(at(ctl[kf], np.int8), 4 * nf)
-    n = SETUP(x, o, src, f, p)
-    for u in prange(n):
-        first = np.int64(u)
-        UNITS(x, o, src, f, p, first, first + 1)
 
 
 def _setup_only(xp, nx, op, no, sp, ns, cp, nctl, kp, kf, nf, kind):
     x, o, src, ctl = carray(xp, nx), carray(op, no), carray(sp, ns), carray(cp, nctl)
     p = carray(at(ctl[kp], np.int64), 32)
-    f = carray(at(ctl[kf], np.float32), nf)
+    f = carray(at(ctl[kf], CONSTANTS), WORD * nf)
     SETUP(x, o, src, f, p)
 
 
 def _parallel(xp, nx, op, no, sp, ns, cp, nctl, kp, kf, nf, kind):
     x, o, src, ctl = carray(xp, nx), carray(op, no), carray(sp, ns), carray(cp, nctl)
     p = carray(at(ctl[kp], np.int64), 32)
-    f = carray(at(ctl[kf], np.float32), nf)
+    f = carray(at(ctl[kf], CONSTANTS), WORD * nf)
     n = SETUP(x, o, src, f, p)
     for u in prange(n):
         first = np.int64(u)  # int64: one signature of each body
@@ -206,14 +191,13 @@ def _install(threads: bool, kind: int, compile_missing: bool) -> bool:
         # is loaded (at the first parallel kernel); a policy or spin count of the user's own is kept.
         os.environ.setdefault("GOMP_SPINCOUNT", str(OMP_SPIN_COUNT))
     setup, units = KINDS[kind]
-    if kind in BYTES:
-        template, signature = (_parallel_bytes if threads else _serial_bytes), _C_BYTES_SIGNATURE
-    else:
-        template, signature = (_parallel if threads else _serial if units is not None else _setup_only), _C_SIGNATURE
+    template = _parallel if threads else _serial if units is not None else _setup_only
+    signature, constants, word = (_C_BYTES_SIGNATURE, np.int8, 4) if kind in BYTES else (_C_SIGNATURE, np.float32, 1)
     # Numba's disk cache checks only the time stamp of this file, not of the bodies it links
     # in: the bodies' sources are part of the cached function's name instead.
     name = f"{'parallel' if threads else 'serial'}_{kind}_{sources_digest()}"
-    fn = pytypes.FunctionType(template.__code__, {**template.__globals__, "SETUP": setup, "UNITS": units}, name)
+    bound = {"SETUP": setup, "UNITS": units, "CONSTANTS": constants, "WORD": word}
+    fn = pytypes.FunctionType(template.__code__, {**template.__globals__, **bound}, name)
     fn.__qualname__ = name
     fn.__module__ = template.__module__
     options = dict(nogil=True, error_model="numpy", parallel=threads)

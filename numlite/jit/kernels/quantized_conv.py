@@ -55,7 +55,8 @@ from numba import njit
 
 from numlite.jit.kernels import emits
 from numlite.jit.kernels.common import body, require
-from numlite.jit.kernels.conv import _dw_row3, _dw_row5, _pixel, call, chunk_size, conv_node, coordinates, depthwise_node, geometry, pixels8
+from numlite.jit.kernels.conv import _dw_row3, _dw_row5, _pixel, call, chunk_size, conv_node, coordinates, depthwise_node, fill, geometry, \
+    pixels8
 from numlite.jit.kernels.quantized import multiply_by_quantized_multiplier
 from numlite.jit.kernels.simd import VNNI, add_i32x16, dot_u8s8, fill_i32x16, fma16, load16, load_i32x16, max_i32x16, narrow_store16, \
     requantize_store16, splat_i32x16, to_i32x16, widen16
@@ -146,13 +147,12 @@ def emit_conv(node: Any, g: Any) -> None:
     depthwise = node.op_name == "DEPTHWISE_CONV_2D"
     weights = np.asarray(f.value).astype(np.int64) - k.w_zp
     channels = f.shape[3] if depthwise else f.shape[0]
-    if depthwise and _byte_depthwise_fits(node, x, f, k, channels, weights, bias):
-        biases = np.zeros(channels, np.int64) if bias is None else np.asarray(bias.value).reshape(-1).astype(np.int64)
+    biases = np.zeros(channels, np.int64) if bias is None else np.asarray(bias.value).reshape(-1).astype(np.int64)
+    require(biases.size == channels, f"bias of {biases.size} elements for {channels} channels is not compiled")
+    if depthwise and _byte_depthwise_fits(x, k, channels, weights, biases):
         byte_depthwise_node(node, g, x, out, weights, biases, k)
         return
     if not depthwise and _byte_tile_fits(x, f, k, channels):
-        biases = np.zeros(channels, np.int64) if bias is None else np.asarray(bias.value).reshape(-1).astype(np.int64)
-        require(biases.size == channels, f"bias of {biases.size} elements for {channels} channels is not compiled")
         byte_conv_node(node, g, x, out, weights, biases, k)
         return
     l1 = np.abs(weights).reshape(-1, channels).sum(axis=0) if depthwise else np.abs(weights).reshape(channels, -1).sum(axis=1)
@@ -160,8 +160,6 @@ def emit_conv(node: Any, g: Any) -> None:
     deviation = max(abs(int(info.min) - k.x_zp), abs(int(info.max) - k.x_zp))
     require(deviation * int(l1.max(initial=0)) <= FLOAT32_EXACT,
             f"quantized {node.op_name} whose sums may exceed 2**24 (float32's exact integers) is not compiled")
-    biases = np.zeros(channels, np.int64) if bias is None else np.asarray(bias.value).reshape(-1).astype(np.int64)
-    require(biases.size == channels, f"bias of {biases.size} elements for {channels} channels is not compiled")
     if out.size == 0:
         return
     xf = g.temp(x.shape, F32)
@@ -299,31 +297,38 @@ def byte_conv_setup(x, o, src, f, p):
     """The input as unsigned bytes (``x + 128``) into the working buffer, with its border of
     the zero point; the number of units (of ``CHUNK`` output pixels)."""
     n, h, w, c, hs, ws, top, left = p[Q_N], p[Q_H], p[Q_W], p[Q_C], p[Q_HS], p[Q_WS], p[Q_TOP], p[Q_LEFT]
-    fill = np.int8(p[Q_FILL])
-    flip = np.int8(-128)
-    rows, cols = min(h, hs - top), min(w, ws - left)
-    span = ws * c
-    for b in range(n):  # (views indexed from 0, as conv.pad_into's, so that LLVM vectorizes)
-        for y in range(hs):
-            row = src[(b * hs + y) * span : (b * hs + y + 1) * span]
-            iy = y - top
-            if iy < 0 or iy >= rows:
-                _fill(row, 0, span, fill)
-                continue
-            line = x[(b * h + iy) * w * c : (b * h + iy) * w * c + cols * c]
-            _fill(row, 0, left * c, fill)
-            inner = row[left * c : (left + cols) * c]
-            for q in range(cols * c):
-                inner[q] = line[q] ^ flip
-            _fill(row, (left + cols) * c, span, fill)
+    copy_padded(x, src, n, h, w, c, c, hs, ws, top, left, np.int8(p[Q_FILL]), np.int8(-128))
     return (n * p[Q_OH] * p[Q_OW] + p[Q_CHUNK] - 1) // p[Q_CHUNK]
 
 
 @njit(inline="always")
-def _fill(a, start, stop, value):
-    part = a[start:stop]
-    for q in range(part.size):
-        part[q] = value
+def copy_padded(x, src, n, h, w, c, cp, hs, ws, top, left, border, flip):
+    """``src`` (``[n, hs, ws, cp]`` bytes) = ``border``, with ``x ^ flip`` (``[n, h, w, c]``) at
+    ``(top, left)`` and ``border`` in the channels past ``c`` (the rows and columns of ``x``
+    past ``hs`` or ``ws`` are never read by a window): the byte kinds' working buffers, as
+    conv.pad_into (views indexed from 0, so that LLVM vectorizes)."""
+    rows, cols = min(h, hs - top), min(w, ws - left)
+    span = ws * cp
+    for b in range(n):
+        for y in range(hs):
+            row = src[(b * hs + y) * span : (b * hs + y + 1) * span]
+            iy = y - top
+            if iy < 0 or iy >= rows:
+                fill(row, 0, span, border)
+                continue
+            fill(row, 0, left * cp, border)
+            line = x[(b * h + iy) * w * c : (b * h + iy) * w * c + cols * c]
+            if c == cp:  # one copy of the row's pixels
+                inner = row[left * cp : (left + cols) * cp]
+                for q in range(cols * c):
+                    inner[q] = line[q] ^ flip
+            else:
+                for ix in range(cols):
+                    pixel, values = row[(left + ix) * cp : (left + ix + 1) * cp], line[ix * c : (ix + 1) * c]
+                    for ch in range(c):
+                        pixel[ch] = values[ch] ^ flip
+                    fill(pixel, c, cp, border)
+            fill(row, (left + cols) * cp, span, border)
 
 
 @body
@@ -473,7 +478,7 @@ def byte_conv_node(node: Any, g: Any, x: Any, out: Any, weights: np.ndarray, bia
 KIND_BYTE_DEPTHWISE = 9  # its loop kernel kind (numlite.jit.kernels.loops)
 
 
-def _byte_depthwise_fits(node: Any, x: Any, f: Any, k: Any, channels: int, weights: np.ndarray, bias: Any) -> bool:
+def _byte_depthwise_fits(x: Any, k: Any, channels: int, weights: np.ndarray, biases: np.ndarray) -> bool:
     """Whether an int8 DEPTHWISE_CONV_2D takes the byte kind: the machine's 16-lane tile, int8
     activations, a depth multiplier of 1, every channel rounded as :func:`requantize_halves_up`,
     and every sum with its bias and the zero point's term within float32's exact integers."""
@@ -484,10 +489,9 @@ def _byte_depthwise_fits(node: Any, x: Any, f: Any, k: Any, channels: int, weigh
     shifts = np.broadcast_to(np.asarray(k.shift, np.int64), (channels,))
     if not (np.all(np.broadcast_to(k.halves_up(channels), (channels,))) and np.all(shifts <= 0) and np.all(shifts >= -31)):
         return False
-    biases = np.zeros(channels, np.int64) if bias is None else np.asarray(bias.value).reshape(-1).astype(np.int64)
     sums = weights.reshape(-1, channels).sum(axis=0)
     l1 = np.abs(weights).reshape(-1, channels).sum(axis=0)
-    return bool(biases.size == channels and np.all(128 * l1 + np.abs(biases - int(k.x_zp) * sums) <= FLOAT32_EXACT))
+    return bool(np.all(128 * l1 + np.abs(biases - int(k.x_zp) * sums) <= FLOAT32_EXACT))
 
 
 @body
@@ -496,29 +500,7 @@ def byte_depthwise_setup(x, o, src, f, p):
     point (the channels past ``c`` hold it too: their weights are 0); the number of units
     (output rows)."""
     n, h, w, c, hs, ws, top, left, cp = p[D_N], p[D_H], p[D_W], p[D_C], p[D_HS], p[D_WS], p[D_TOP], p[D_LEFT], p[D_CP]
-    fill = np.int8(p[D_XZP])
-    rows, cols = min(h, hs - top), min(w, ws - left)
-    span = ws * cp
-    for b in range(n):  # (views indexed from 0, as conv.pad_into's, so that LLVM vectorizes)
-        for y in range(hs):
-            row = src[(b * hs + y) * span : (b * hs + y + 1) * span]
-            iy = y - top
-            if iy < 0 or iy >= rows:
-                _fill(row, 0, span, fill)
-                continue
-            _fill(row, 0, left * cp, fill)
-            line = x[(b * h + iy) * w * c : (b * h + iy) * w * c + cols * c]
-            if c == cp:  # one copy of the row's pixels
-                inner = row[left * cp : (left + cols) * cp]
-                for q in range(cols * c):
-                    inner[q] = line[q]
-            else:
-                for ix in range(cols):
-                    pixel, values = row[(left + ix) * cp : (left + ix + 1) * cp], line[ix * c : (ix + 1) * c]
-                    for ch in range(c):
-                        pixel[ch] = values[ch]
-                    _fill(pixel, c, cp, fill)
-            _fill(row, (left + cols) * cp, span, fill)
+    copy_padded(x, src, n, h, w, c, cp, hs, ws, top, left, np.int8(p[D_XZP]), np.int8(0))
     return n * p[D_OH]
 
 

@@ -358,6 +358,28 @@ class _IntModel(models.PrimitiveModel):
         super().__init__(dmm, fe_type, _IW)
 
 
+def _splat16(builder: Any, value: Any, vector: Any) -> Any:
+    """``value`` in each of the 16 lanes of ``vector`` (an IR vector type of its element)."""
+    one = builder.insert_element(ir.Constant(vector, ir.Undefined), value, ir.Constant(_I32, 0))
+    return builder.shuffle_vector(one, ir.Constant(vector, ir.Undefined), ir.Constant(ir.VectorType(_I32, WIDE_LANES), [0] * WIDE_LANES))
+
+
+def _lanes_below(builder: Any, n: Any) -> Any:
+    """The mask of lanes ``0..n-1`` of 16 (``n`` an int64)."""
+    return builder.icmp_signed("<", ir.Constant(_LW, list(range(WIDE_LANES))), _splat16(builder, n, _LW))
+
+
+def _store_lanes(builder: Any, values: Any, address: Any, n: Any) -> None:
+    """The first ``n`` (int64) of 16 integer lanes ``values`` stored at ``address`` (a pointer to
+    their vector type); nothing past them is written."""
+    width = values.type.element.width
+    fn = cgutils.get_or_insert_function(
+        builder.module, ir.FunctionType(ir.VoidType(), [values.type, address.type, _I32, ir.VectorType(ir.IntType(1), WIDE_LANES)]),
+        f"llvm.masked.store.v16i{width}.p0v16i{width}",
+    )
+    builder.call(fn, [values, address, ir.Constant(_I32, 1), _lanes_below(builder, n)])
+
+
 def _has_vnni() -> bool:
     try:
         from llvmlite import binding
@@ -408,9 +430,7 @@ def splat_i32x16(typingctx: Any, arr: Any, idx: Any) -> Any:
         return None
 
     def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
-        value = builder.load(_at(context, builder, sig.args[0], args[0], args[1], _I32), align=1)
-        one = builder.insert_element(ir.Constant(_IW, ir.Undefined), value, ir.Constant(_I32, 0))
-        return builder.shuffle_vector(one, ir.Constant(_IW, ir.Undefined), ir.Constant(ir.VectorType(_I32, WIDE_LANES), [0] * WIDE_LANES))
+        return _splat16(builder, builder.load(_at(context, builder, sig.args[0], args[0], args[1], _I32), align=1), _IW)
 
     return i32x16(arr, types.int64), codegen
 
@@ -445,28 +465,16 @@ def requantize_store16(typingctx: Any, o: Any, q: Any, acc: Any, params: Any, at
         def wide(index: Any, vector: Any) -> Any:
             return builder.load(_at(context, builder, sig.args[3], params_, index, vector), align=1)
 
-        def splat64(value: Any) -> Any:
-            one = builder.insert_element(ir.Constant(_LW, ir.Undefined), value, ir.Constant(_I32, 0))
-            return builder.shuffle_vector(one, ir.Constant(_LW, ir.Undefined), ir.Constant(ir.VectorType(_I32, WIDE_LANES), [0] * 16))
-
         mult = builder.sext(wide(at_, _IW), _LW)
         rounding = wide(builder.add(at_, ir.Constant(_I64, 64)), _LW)
         right = wide(builder.add(at_, ir.Constant(_I64, 192)), _LW)
         v = builder.ashr(builder.add(builder.mul(builder.sext(acc_, _LW), mult), rounding), right)
-        v = builder.add(v, splat64(zero_))
-        lo, hi = splat64(low_), splat64(high_)
+        v = builder.add(v, _splat16(builder, zero_, _LW))
+        lo, hi = _splat16(builder, low_, _LW), _splat16(builder, high_, _LW)
         v = builder.select(builder.icmp_signed("<", v, lo), lo, v)
         v = builder.select(builder.icmp_signed(">", v, hi), hi, v)
         byte = builder.trunc(v, ir.VectorType(_I8, WIDE_LANES))
-        iota = ir.Constant(_LW, list(range(WIDE_LANES)))
-        mask = builder.icmp_signed("<", iota, splat64(count_))
-        address = _at(context, builder, sig.args[0], o_, q_, ir.VectorType(_I8, WIDE_LANES))
-        fn = cgutils.get_or_insert_function(
-            builder.module,
-            ir.FunctionType(ir.VoidType(), [byte.type, address.type, _I32, ir.VectorType(ir.IntType(1), WIDE_LANES)]),
-            "llvm.masked.store.v16i8.p0v16i8",
-        )
-        builder.call(fn, [byte, address, ir.Constant(_I32, 1), mask])
+        _store_lanes(builder, byte, _at(context, builder, sig.args[0], o_, q_, byte.type), count_)
         return context.get_dummy_value()
 
     return types.none(o, types.int64, i32x16, params, types.int64, types.int64, types.int64, types.int64, types.int64), codegen
@@ -498,19 +506,6 @@ def _small_int_array(arr: Any) -> bool:
     return isinstance(arr, types.Array) and arr.dtype in _INTEGERS and arr.ndim == 1
 
 
-def _lanes_below(builder: Any, n: Any) -> Any:
-    """The mask of lanes ``0..n-1`` of 16."""
-    iota = ir.Constant(_LW, list(range(WIDE_LANES)))
-    one = builder.insert_element(ir.Constant(_LW, ir.Undefined), n, ir.Constant(_I32, 0))
-    wide = builder.shuffle_vector(one, ir.Constant(_LW, ir.Undefined), ir.Constant(ir.VectorType(_I32, WIDE_LANES), [0] * WIDE_LANES))
-    return builder.icmp_signed("<", iota, wide)
-
-
-def _splat_i32(builder: Any, value: Any) -> Any:
-    one = builder.insert_element(ir.Constant(_IW, ir.Undefined), value, ir.Constant(_I32, 0))
-    return builder.shuffle_vector(one, ir.Constant(_IW, ir.Undefined), ir.Constant(ir.VectorType(_I32, WIDE_LANES), [0] * WIDE_LANES))
-
-
 @intrinsic
 def widen16(typingctx: Any, arr: Any, idx: Any, n: Any) -> Any:
     """``arr[idx : idx + n]`` (int8, uint8 or int16; ``n`` 0-16) as int32 lanes, zeros past
@@ -539,7 +534,7 @@ def fill_i32x16(typingctx: Any, value: Any) -> Any:
         return None
 
     def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
-        return _splat_i32(builder, context.cast(builder, args[0], sig.args[0], types.int32))
+        return _splat16(builder, context.cast(builder, args[0], sig.args[0], types.int32), _IW)
 
     return i32x16(value), codegen
 
@@ -558,18 +553,13 @@ def narrow_store16(typingctx: Any, arr: Any, idx: Any, v: Any, n: Any, low: Any,
     def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
         element = context.get_value_type(sig.args[0].dtype)
         vector = ir.VectorType(element, WIDE_LANES)
-        lo = _splat_i32(builder, context.cast(builder, args[4], sig.args[4], types.int32))
-        hi = _splat_i32(builder, context.cast(builder, args[5], sig.args[5], types.int32))
+        lo = _splat16(builder, context.cast(builder, args[4], sig.args[4], types.int32), _IW)
+        hi = _splat16(builder, context.cast(builder, args[5], sig.args[5], types.int32), _IW)
         x = builder.select(builder.icmp_signed("<", args[2], lo), lo, args[2])
         x = builder.select(builder.icmp_signed(">", x, hi), hi, x)
         if element.width < 32:
             x = builder.trunc(x, vector)
-        address = builder.bitcast(_element(context, builder, sig.args[0], args[0], args[1]), vector.as_pointer())
-        fn = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.VoidType(), [vector, vector.as_pointer(), _I32, ir.VectorType(ir.IntType(1), WIDE_LANES)]),
-            f"llvm.masked.store.v16i{element.width}.p0v16i{element.width}",
-        )
-        builder.call(fn, [x, address, ir.Constant(_I32, 1), _lanes_below(builder, args[3])])
+        _store_lanes(builder, x, builder.bitcast(_element(context, builder, sig.args[0], args[0], args[1]), vector.as_pointer()), args[3])
         return context.get_dummy_value()
 
     return types.none(arr, types.int64, i32x16, types.int64, low, high), codegen
