@@ -446,6 +446,62 @@ def test_resize_recompiles_and_uncovered_models_stay_on_numpy(jit_cache):
     assert not report["compiled"] and "node 0 (DIV): no compiled kernel for DIV on quantized operands" in report["reason"]
 
 
+def test_repeated_invokes_take_the_lean_path_and_notice_every_change(jit_cache, monkeypatch):
+    """Once a compiled model has run plainly, ``invoke`` calls one closure
+    (``CompiledModel.lean``) that checks nothing changed: a re-allocation, a resize, a profiler,
+    check_cancelled and a cancel() between invokes each take the full path again, with the
+    right results."""
+    from numlite.interpreter.profiler import profile
+    from numlite.jit import engine as jit_engine
+
+    g = Graphs()
+    m = g.subgraph()
+    x, y = m.input((2,)), m.input((2,))
+    m.op("MUL", [x, y], (2,), options=Options("MulOptions"))
+    interpreter = numlite.Interpreter(model_content=g.bytes(), jit=True)
+    interpreter.allocate_tensors()
+    events: list[str] = []
+    monkeypatch.setattr(jit_engine, "OBSERVERS", [lambda event, manager, root: events.append(event)])
+    manager = interpreter._jit
+    (a, b), (out,) = ([d["index"] for d in details] for details in (interpreter.get_input_details(), interpreter.get_output_details()))
+
+    def product(u: list[float], v: list[float]) -> np.ndarray:
+        interpreter.set_tensor(a, np.float32(u))
+        interpreter.set_tensor(b, np.float32(v))
+        interpreter.invoke()
+        return interpreter.get_tensor(out)
+
+    assert manager.lean is None
+    np.testing.assert_array_equal(product([1, 2], [3, 4]), np.float32([3, 8]))  # binds the arrays: the full path
+    lean = manager.lean
+    assert lean is not None
+    np.testing.assert_array_equal(product([5, 6], [7, 8]), np.float32([35, 48]))
+    np.testing.assert_array_equal(product([1, 3], [2, 2]), np.float32([2, 6]))
+    assert manager.lean is lean and events == ["ran compiled"] * 3
+
+    interpreter.allocate_tensors()  # prepared again, same shapes: the closure runs nothing
+    assert not lean()
+    np.testing.assert_array_equal(product([2, 3], [2, 2]), np.float32([4, 6]))
+    for index in (a, b):
+        interpreter.resize_tensor_input(index, (3,))
+    interpreter.allocate_tensors()
+    np.testing.assert_array_equal(product([1, 2, 3], [2, 2, 2]), np.float32([2, 4, 6]))
+    np.testing.assert_array_equal(product([1, 2, 3], [3, 3, 3]), np.float32([3, 6, 9]))
+    assert manager.lean is not None and manager.lean is not lean
+
+    events.clear()
+    with profile(interpreter) as prof:  # a profiled invoke runs on NumPy
+        np.testing.assert_array_equal(product([1, 1, 1], [4, 5, 6]), np.float32([4, 5, 6]))
+    assert [e.op for e in prof.events if e.kind == "op"] == ["MUL"] and "ran compiled" not in events
+    interpreter.check_cancelled = lambda: False
+    np.testing.assert_array_equal(product([1, 1, 2], [4, 5, 6]), np.float32([4, 5, 12]))
+    assert "ran compiled" not in events
+    interpreter.check_cancelled = None
+    interpreter.cancel()  # before the invoke: it does not stop it
+    np.testing.assert_array_equal(product([2, 2, 2], [4, 5, 6]), np.float32([8, 10, 12]))
+    assert events[-1] == "ran compiled" and manager.lean is not None
+
+
 def test_an_input_a_node_overwrites_is_the_output_read_back(jit_cache):
     """A graph input that a node writes and that is also a graph output (a forged model: fuzz case
     3798): the interpreter has one array for it, so get_tensor reads what the node wrote, as in LiteRT."""

@@ -452,6 +452,42 @@ def conv_forms() -> tuple[bytes, list[np.ndarray], list[str]]:
     node("halves_depthwise_12", "DEPTHWISE_CONV_2D", [t12, f, b], out(I8, (X[0] * 0.01 * 2**5, -5), (1, 12, 12, 12)),
          {"padding": SAME, "stride_h": 1, "stride_w": 1, "fused_activation_function": 0, "dilation_h_factor": 1, "dilation_w_factor": 1,
           "depth_multiplier": 1})
+    # one window: a single output pixel per example whose window is the whole input (the
+    # convolutions of streaming wake-word models), batch 2; depthwise channels past the last
+    # whole 8-channel block. The "halves" forms: weights of -1, 0 and 1 and a rescale of 1/8, so
+    # that about one output in sixteen is a negative exact half, which LiteRT rounds up in its
+    # vector channels and away from zero in the depthwise remainder (checked: either rounding
+    # in the other's place fails the bit-exact test)
+    ring = g.add(x(ints(I8, (2, 5, 1, 40), rng), (0.05, 3)), "ring")
+    frame = g.add(x(ints(I8, (2, 1, 1, 60), rng), (0.02, -128)), "frame")
+    ring60 = g.add(x(ints(I8, (2, 9, 1, 60), rng), (0.05, -9)), "ring60")
+    ring12 = g.add(x(ints(I8, (32, 3, 2, 12), rng), X), "ring12")
+    frames = g.add(x(ints(I8, (32, 1, 1, 24), rng), X), "frames")
+    valid = {"padding": VALID, "stride_h": 1, "stride_w": 1, "dilation_h_factor": 1, "dilation_w_factor": 1}
+
+    def unit_weights(shape: tuple[int, ...], channels: int) -> tuple[int, int]:
+        f = g.add(k(rng.integers(-1, 2, shape).astype(I8), (0.01, 0)))
+        return f, g.add(k(rng.integers(-300, 300, channels).astype(I32), (X[0] * 0.01, 0)))
+
+    for name, src, (oc, kh, kw, ic), per_channel, x_scale, spec, options in [
+        ("window_conv", ring, (30, 5, 1, 40), True, 0.05, out(I8, (0.3, -20), (2, 1, 1, 30)), {"fused_activation_function": 1, "stride_h": 3}),
+        ("window_1x1", frame, (60, 1, 1, 60), True, 0.02, out(I8, (0.1, 5), (2, 1, 1, 60)), {"fused_activation_function": 3}),
+        ("window_1x1_20", frame, (20, 1, 1, 60), False, 0.02, out(I8, (0.04, 0), (2, 1, 1, 20)), {"fused_activation_function": 0}),
+    ]:  # fmt: skip
+        f, b = weights((oc, kh, kw, ic), 0, per_channel, x_scale)
+        node(name, "CONV_2D", [src, f, b], spec, {**valid, **options})
+    f, b = unit_weights((20, 1, 1, 24), 20)
+    node("window_conv_halves", "CONV_2D", [frames, f, b], out(I8, (X[0] * 0.01 * 8, -5), (32, 1, 1, 20)),
+         {**valid, "fused_activation_function": 0})
+    for name, src, (kh, kw, ch), per_channel, x_scale, spec, act in [
+        ("window_depthwise", ring60, (9, 1, 60), True, 0.05, out(I8, (0.2, 7), (2, 1, 1, 60)), 0),
+        ("window_depthwise_relu6", ring60, (9, 1, 60), False, 0.05, out(I8, (0.1, -128), (2, 1, 1, 60)), 3),
+    ]:  # fmt: skip
+        f, b = weights((1, kh, kw, ch), 3, per_channel, x_scale)
+        node(name, "DEPTHWISE_CONV_2D", [src, f, b], spec, {**valid, "fused_activation_function": act, "depth_multiplier": 1})
+    f, b = unit_weights((1, 3, 2, 12), 12)
+    node("window_depthwise_halves", "DEPTHWISE_CONV_2D", [ring12, f, b], out(I8, (X[0] * 0.01 * 8, -5), (32, 1, 1, 12)),
+         {**valid, "fused_activation_function": 0, "depth_multiplier": 1})
     for op in ("MAX_POOL_2D", "AVERAGE_POOL_2D"):
         for i, (src, q, padding, kk, s, act) in enumerate([(a, X, VALID, 2, 2, 0), (a, X, SAME, 3, 2, 1), (wide, (0.03, 11), SAME, 2, 1, 3)]):
             ih, iw, batch, ch = (h, w, n, c) if src == a else (5, 6, 1, 19)
@@ -495,6 +531,8 @@ def conv_forms_model():
             patch.setattr(conv, "PARALLEL_MIN_WORK", 0)
             patch.setattr(quantized_conv, "byte_conv_node", spy(quantized_conv.byte_conv_node))
             patch.setattr(quantized_conv, "byte_depthwise_node", spy(quantized_conv.byte_depthwise_node))
+            patch.setattr(quantized_conv, "window_conv_node", spy(quantized_conv.window_conv_node))
+            patch.setattr(quantized_conv, "window_depthwise_node", spy(quantized_conv.window_depthwise_node))
             it.allocate_tensors()
         compiled[threads] = it
     assert compiled[2]._jit.engines[0].threads == 2 and compiled[1]._jit.engines[0].threads == 0  # the parallel twins ran
@@ -505,13 +543,18 @@ def test_byte_kinds_take_the_int8_convolutions_they_can(conv_forms_model):
     """On a machine with AVX512-VNNI the int8 CONV_2D runs on the byte tile (quantized_conv's
     KIND_BYTE_CONV), except a grouped one, a multiplier above 1 and the uint8 form; with AVX-512
     the int8 DEPTHWISE_CONV_2D whose channels all round halves up (whole 8-channel blocks) and a
-    multiplier of 1 requantizes in its store step (KIND_BYTE_DEPTHWISE). The others keep the
-    float32 path, tested here too by the bit-exact test below, and every form is by
+    multiplier of 1 requantizes in its store step (KIND_BYTE_DEPTHWISE); a convolution of one
+    window over the whole input takes the plain kernels of the same machines (window_conv on
+    bytes, window_depthwise on 16 int32 lanes, its channels past the last 8-channel block scalar,
+    rounded away from zero as LiteRT's). The others keep the float32 path, tested here too by the bit-exact test below, and every form is by
     test_jit_conv's 8-lane run, where the byte kinds are off."""
     from numlite.jit.kernels.simd import AVX512, VNNI
 
     convs = {"conv0", "conv1", "conv2", "conv3", "conv4", "conv_wide", "rescale0", "halves0", "halves1"} if VNNI else set()
     depthwise = {"depthwise6", "depthwise7", "depthwise8", "depthwise9", "depthwise10", "halves2"} if AVX512 else set()
+    # a single window over the whole input: quantized_conv.window_conv and window_depthwise
+    convs |= {"window_conv", "window_1x1", "window_1x1_20", "window_conv_halves"} if VNNI else set()
+    depthwise |= {"window_depthwise", "window_depthwise_relu6", "window_depthwise_halves"} if AVX512 else set()
     assert conv_forms_model[4] == convs | depthwise
 
 

@@ -298,10 +298,44 @@ def index_map(node: Any, moved: int = 0) -> np.ndarray:
 
 
 def take(g: Any, node: Any, moved: int = 0) -> None:
-    """A data-movement node as ``out[i] = x[map[i]]``."""
+    """A data-movement node as ``out[i] = x[map[i]]``; or, when the map is runs of equal length
+    at a constant stride (a slice of whole rows, a ring buffer's shift), as copies of those runs
+    (:func:`runs`: no map to read, and loops LLVM vectorizes)."""
     x, out = node.ins[moved], node.outs[0]
-    m = g.const(index_map(node, moved))
-    each(g, out, lambda i: f"{x.name}[{m}[{i}]]")
+    positions = index_map(node, moved)
+    found = runs(positions)
+    if found is None:
+        m = g.const(positions)
+        each(g, out, lambda i: f"{x.name}[{m}[{i}]]")
+        return
+    start, length, stride, count = found
+    if count == 1:
+        g.line(f"for i in range({length}):")
+        g.line(f"    {out.name}[i] = {x.name}[{start} + i]")
+        return
+    g.line(f"for r in range({count}):")
+    g.line(f"    for i in range({length}):")
+    g.line(f"        {out.name}[r * {length} + i] = {x.name}[{start} + r * {stride} + i]")
+
+
+def runs(positions: np.ndarray) -> tuple[int, int, int, int] | None:
+    """``(start, length, stride, count)`` when ``positions`` is ``count`` runs of ``length``
+    consecutive positions, run ``r`` from ``start + r * stride``; None otherwise (or when
+    empty). A single position is one run of one."""
+    n = positions.size
+    if n == 0:
+        return None
+    start = int(positions[0])
+    breaks = np.flatnonzero(np.diff(positions) != 1)
+    length = int(breaks[0]) + 1 if breaks.size else n
+    if n % length:
+        return None
+    count = n // length
+    stride = int(positions[length]) - start if count > 1 else 0
+    k = np.arange(n, dtype=np.int64)
+    if not np.array_equal(positions, start + (k // length) * stride + k % length):
+        return None
+    return start, length, stride, count
 
 
 def require(condition: bool, message: str) -> None:

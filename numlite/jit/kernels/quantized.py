@@ -221,6 +221,17 @@ def dot_rows_int32(x, w, acc, m, k, n):
             acc[r * n + c + 3] = a3
 
 
+@njit(inline="always")
+def flip_row(x, xu, r, k, depth):
+    """``xu[:k] = x[r * k : (r + 1) * k] + 128`` as unsigned bytes (the sign bit flipped:
+    ``vpdpbusd``'s unsigned operand), zeros to ``depth``."""
+    row = x[r * k : (r + 1) * k]
+    for j in range(k):
+        xu[j] = row[j] ^ np.int8(-128)
+    for j in range(k, depth):
+        xu[j] = 0
+
+
 @njit(nogil=True)
 def byte_dot_rows(x, xu, w, acc, m, k, depth, n16):
     """``acc[r, c] = (x[r] + 128) . w[c]`` in int32 lanes, by ``vpdpbusd`` (AVX512-VNNI: 4
@@ -232,11 +243,7 @@ def byte_dot_rows(x, xu, w, acc, m, k, depth, n16):
     blocks = n16 // 16
     span = depth * 16
     for r in range(m):
-        row = x[r * k : (r + 1) * k]
-        for j in range(k):
-            xu[j] = row[j] ^ np.int8(-128)
-        for j in range(k, depth):
-            xu[j] = 0
+        flip_row(x, xu, r, k, depth)
         b = 0
         while b < blocks:
             four = b + 4 <= blocks

@@ -57,9 +57,9 @@ from numlite.jit.kernels import emits
 from numlite.jit.kernels.common import body, require
 from numlite.jit.kernels.conv import _dw_row3, _dw_row5, _pixel, call, chunk_size, conv_node, coordinates, depthwise_node, fill, geometry, \
     pixels8
-from numlite.jit.kernels.quantized import multiply_by_quantized_multiplier
-from numlite.jit.kernels.simd import VNNI, add_i32x16, dot_u8s8, fill_i32x16, fma16, load16, load_i32x16, max_i32x16, narrow_store16, \
-    requantize_store16, splat_i32x16, to_i32x16, widen16
+from numlite.jit.kernels.quantized import flip_row, multiply_by_quantized_multiplier
+from numlite.jit.kernels.simd import AVX512, VNNI, add_i32x16, dot_u8s8, fill_i32x16, fma16, load16, load_i32x16, max_i32x16, \
+    mul_i32x16, narrow_store16, requantize_store16, splat_i32x16, to_i32x16, widen16
 
 INT8, UINT8 = np.dtype(np.int8), np.dtype(np.uint8)
 F32 = np.dtype(np.float32)
@@ -149,6 +149,13 @@ def emit_conv(node: Any, g: Any) -> None:
     channels = f.shape[3] if depthwise else f.shape[0]
     biases = np.zeros(channels, np.int64) if bias is None else np.asarray(bias.value).reshape(-1).astype(np.int64)
     require(biases.size == channels, f"bias of {biases.size} elements for {channels} channels is not compiled")
+    if _one_window(node, x, f, out, depthwise):
+        if depthwise and _window_depthwise_fits(x, k, channels):
+            window_depthwise_node(node, g, x, out, weights, biases, k)
+            return
+        if not depthwise and _byte_tile_fits(x, f, k, channels):
+            window_conv_node(node, g, x, out, weights, biases, k)
+            return
     if depthwise and _byte_depthwise_fits(x, k, channels, weights, biases):
         byte_depthwise_node(node, g, x, out, weights, biases, k)
         return
@@ -482,8 +489,6 @@ def _byte_depthwise_fits(x: Any, k: Any, channels: int, weights: np.ndarray, bia
     """Whether an int8 DEPTHWISE_CONV_2D takes the byte kind: the machine's 16-lane tile, int8
     activations, a depth multiplier of 1, every channel rounded as :func:`requantize_halves_up`,
     and every sum with its bias and the zero point's term within float32's exact integers."""
-    from numlite.jit.kernels.simd import AVX512
-
     if not AVX512 or x.dtype != INT8 or x.shape[3] != channels:
         return False
     shifts = np.broadcast_to(np.asarray(k.shift, np.int64), (channels,))
@@ -606,3 +611,140 @@ def byte_depthwise_node(node: Any, g: Any, x: Any, out: Any, weights: np.ndarray
     p = [n, h, w, c, hs, ws, oh, ow, kh, kw, sh, sw, dh, dw, top, left, cp, int(k.x_zp), int(k.out_zp), int(k.act_min), int(k.act_max),
          kh * kw * cp, 4 * (kh * kw * cp + cp)]  # fmt: skip
     call(g, KIND_BYTE_DEPTHWISE, x, out, src, p, floats, out.size * kh * kw)
+
+
+# -- one window: a convolution whose single output pixel reads the whole input ------------------------
+#
+# The convolutions of streaming models (the wake-word models of esphome/micro-wake-word-models:
+# a ring buffer of the last frames, then a filter as tall as the buffer) have one output pixel
+# per example, whose window is the whole input: a CONV_2D is then a FULLY_CONNECTED (the
+# input's ``h, w, c`` elements in the filter rows' order) and a DEPTHWISE_CONV_2D one dot
+# product of ``kh * kw`` taps per channel. Plain kernels (no tile, no working copy of a padded
+# input, no loop-kernel call), requantizing in the store step as the byte kinds do: for those
+# models' 1x1 convolutions of 60 channels the byte tile's setup and single-pixel path cost
+# about 0.26 us a node, the float32 depthwise path's four calls about 0.32.
+
+
+def _one_window(node: Any, x: Any, f: Any, out: Any, depthwise: bool) -> bool:
+    """Whether the node has one output pixel per example, whose window (no padding, no
+    dilation) is the whole input."""
+    _, kh, kw, _ = f.shape
+    (_, _), (dh, dw), (oh, ow), (top, left) = geometry(node, x, kh, kw)
+    return (oh, ow, top, left, dh, dw) == (1, 1, 0, 0, 1, 1) and tuple(x.shape[1:3]) == (kh, kw) and out.size > 0
+
+
+@njit(nogil=True)
+def window_conv(x, xu, f, o, m, k, depth, oc, zero, low, high):
+    """``o[r] = requantize((x[r] + 128) . w + bias')`` for each of the ``m`` rows of ``k``
+    input bytes: byte_dot_rows' dot products on ``vpdpbusd`` (``xu``: the row, its sign bit
+    flipped, zeros to ``depth``, a multiple of 4), up to 4 blocks of 16 channels at a time;
+    ``f`` holds the packed filter (``depth * 16`` bytes a block), then each block's
+    :data:`PARAM_BYTES` of requantization (the bias corrected for the flip and the zero point)."""
+    blocks = (oc + 15) // 16
+    span = depth * 16
+    params = blocks * span
+    for r in range(m):
+        flip_row(x, xu, r, k, depth)
+        b = 0
+        while b < blocks:
+            n = min(4, blocks - b)
+            at = params + b * PARAM_BYTES
+            a0 = load_i32x16(f, at)
+            a1 = load_i32x16(f, at + PARAM_BYTES) if n > 1 else a0
+            a2 = load_i32x16(f, at + 2 * PARAM_BYTES) if n > 2 else a0
+            a3 = load_i32x16(f, at + 3 * PARAM_BYTES) if n > 3 else a0
+            wp = b * span
+            for j in range(0, depth, 4):
+                v = splat_i32x16(xu, j)
+                a0 = dot_u8s8(a0, v, load_i32x16(f, wp))
+                if n > 1:
+                    a1 = dot_u8s8(a1, v, load_i32x16(f, wp + span))
+                if n > 2:
+                    a2 = dot_u8s8(a2, v, load_i32x16(f, wp + 2 * span))
+                if n > 3:
+                    a3 = dot_u8s8(a3, v, load_i32x16(f, wp + 3 * span))
+                wp += 64
+            q, ch = r * oc + b * 16, b * 16
+            requantize_store16(o, q, a0, f, at + 64, min(16, oc - ch), zero, low, high)
+            if n > 1:
+                requantize_store16(o, q + 16, a1, f, at + PARAM_BYTES + 64, min(16, oc - ch - 16), zero, low, high)
+            if n > 2:
+                requantize_store16(o, q + 32, a2, f, at + 2 * PARAM_BYTES + 64, min(16, oc - ch - 32), zero, low, high)
+            if n > 3:
+                requantize_store16(o, q + 48, a3, f, at + 3 * PARAM_BYTES + 64, min(16, oc - ch - 48), zero, low, high)
+            b += n
+
+
+def window_conv_node(node: Any, g: Any, x: Any, out: Any, weights: np.ndarray, biases: np.ndarray, k: Any) -> None:
+    """An int8 CONV_2D of one window (:func:`_one_window`) as :func:`window_conv` (``weights``
+    ``[oc, kh, kw, c]`` and ``biases`` as int64; ``k`` the NumPy kernel's prepared parameters)."""
+    oc = weights.shape[0]
+    depth = weights[0].size
+    depth4, blocks = -(-depth // 4) * 4, -(-oc // 16)
+    padded = np.zeros((blocks * 16, depth4), np.int8)
+    padded[:oc, :depth] = weights.reshape(oc, depth)
+    # per block and 4 bytes of depth: the 16 channels' 4 bytes (vpdpbusd's operand)
+    packed = padded.reshape(blocks, 16, depth4 // 4, 4).transpose(0, 2, 1, 3)
+    correction = (int(k.x_zp) + 128) * weights.reshape(oc, -1).sum(axis=1)
+    blob = np.concatenate([packed.reshape(-1).view(np.uint8), _requantization(k, biases - correction, oc)]).view(np.int8)
+    xu = g.temp((depth4,), INT8)
+    g.line(f"{g.kernel(window_conv)}({x.name}, {xu.name}, {g.const(blob)}, {out.name}, {x.shape[0]}, {depth}, {depth4}, {oc}, "
+           f"{int(k.out_zp)}, {int(k.act_min)}, {int(k.act_max)})")
+
+
+def _window_depthwise_fits(x: Any, k: Any, channels: int) -> bool:
+    """Whether an int8 DEPTHWISE_CONV_2D of one window takes :func:`window_depthwise`: 16-lane
+    integers, a depth multiplier of 1, and the channels LiteRT rounds halves up (its whole
+    8-channel blocks) within one rounding step (shifts in [-31, 0])."""
+    if not AVX512 or x.dtype != INT8 or x.shape[3] != channels:
+        return False
+    halves = int(np.count_nonzero(np.broadcast_to(k.halves_up(channels), (channels,))))
+    shifts = np.broadcast_to(np.asarray(k.shift, np.int64), (channels,))[:halves]
+    return bool(np.all(shifts <= 0) and np.all(shifts >= -31))
+
+
+@njit(nogil=True)
+def window_depthwise(x, f, tail, o, m, taps, c, cp, halves, zero, low, high):
+    """``o[r, ch] = requantize(sum_t x[r, t, ch] * w[t, ch] + bias'[ch])`` (the input's zero
+    point folded into ``bias'``; int32 lanes wrap as LiteRT's sums) for each of the ``m`` rows
+    of ``taps * c`` bytes: 16 channels at a time below ``halves`` (LiteRT's vector channels,
+    rounded halves up in the store), then LiteRT's scalar remainder channels one by one, rounded
+    as gemmlowp. ``f`` holds the weights ``[taps, cp]`` (zeros past ``c``), then each 16-channel
+    block's :data:`PARAM_BYTES`; ``tail`` the remainder channels' bias', multiplier and shift."""
+    params = taps * cp
+    for r in range(m):
+        base, q = r * taps * c, r * c
+        for ch in range(0, halves, 16):
+            count = min(16, c - ch)
+            at = params + (ch // 16) * PARAM_BYTES
+            a = load_i32x16(f, at)
+            for t in range(taps):
+                a = add_i32x16(a, mul_i32x16(widen16(x, base + t * c + ch, count), widen16(f, t * cp + ch, 16)))
+            requantize_store16(o, q + ch, a, f, at + 64, min(16, halves - ch), zero, low, high)
+        for ch in range(halves, c):
+            j = 3 * (ch - halves)
+            acc = np.int32(tail[j])
+            for t in range(taps):
+                acc = np.int32(acc + np.int32(x[base + t * c + ch]) * np.int32(f[t * cp + ch]))
+            v = multiply_by_quantized_multiplier(acc, tail[j + 1], tail[j + 2]) + zero
+            o[q + ch] = low if v < low else (high if v > high else v)
+
+
+def window_depthwise_node(node: Any, g: Any, x: Any, out: Any, weights: np.ndarray, biases: np.ndarray, k: Any) -> None:
+    """An int8 DEPTHWISE_CONV_2D of one window (:func:`_one_window`) as :func:`window_depthwise`
+    (``weights`` ``[1, kh, kw, c]`` less the weights' zero point and ``biases``, as int64)."""
+    c = weights.shape[3]
+    taps = weights.shape[1] * weights.shape[2]
+    cp = -(-c // 16) * 16
+    halves = int(np.count_nonzero(np.broadcast_to(k.halves_up(c), (c,))))
+    flat = weights.reshape(taps, c)
+    packed = np.zeros((taps, cp), np.int8)
+    packed[:, :c] = flat
+    folded = biases - int(k.x_zp) * flat.sum(axis=0)  # sum (x - x_zp) w == sum x w - x_zp sum w (mod 2**32, as the sums wrap)
+    wrapped = (folded & 0xFFFFFFFF).astype(np.uint32).view(np.int32).astype(np.int64)
+    multipliers = np.broadcast_to(np.asarray(k.multiplier, np.int64), (c,))
+    shifts = np.broadcast_to(np.asarray(k.shift, np.int64), (c,))
+    tail = np.stack([wrapped, multipliers, shifts], axis=1)[halves:].reshape(-1)
+    blob = np.concatenate([packed.reshape(-1).view(np.uint8), _requantization(k, folded, c)]).view(np.int8)
+    g.line(f"{g.kernel(window_depthwise)}({x.name}, {g.const(blob)}, {g.const(np.concatenate([tail, [0]]))}, {out.name}, "
+           f"{x.shape[0]}, {taps}, {c}, {cp}, {halves}, {int(k.out_zp)}, {int(k.act_min)}, {int(k.act_max)})")

@@ -541,6 +541,7 @@ def fill_i32x16(typingctx: Any, value: Any) -> Any:
 
 add_i32x16 = _binary("add_i32x16", lambda b, x, y: b.add(x, y), i32x16)
 max_i32x16 = _binary("max_i32x16", lambda b, x, y: b.select(b.icmp_signed(">", x, y), x, y), i32x16)
+mul_i32x16 = _binary("mul_i32x16", lambda b, x, y: b.mul(x, y), i32x16)  # (wrapping, as C++'s int32)
 
 
 @intrinsic
