@@ -310,12 +310,28 @@ def take(g: Any, node: Any, moved: int = 0) -> None:
         return
     start, length, stride, count = found
     if count == 1:
-        g.line(f"for i in range({length}):")
-        g.line(f"    {out.name}[i] = {x.name}[{start} + i]")
+        copy_run(g, out.name, 0, x.name, start, length)
         return
     g.line(f"for r in range({count}):")
-    g.line(f"    for i in range({length}):")
-    g.line(f"        {out.name}[r * {length} + i] = {x.name}[{start} + r * {stride} + i]")
+    with g.indented():
+        copy_run(g, out.name, f"r * {length}", x.name, f"{start} + r * {stride}", length)
+
+
+def copy_run(g: Any, dst: str, dst_at: int | str, src: str, src_at: int | str, length: int | str) -> None:
+    """``dst[dst_at + i] = src[src_at + i]`` for ``i < length``, through views that start at 0:
+    Numba cannot prove an index like ``at + i`` non-negative, and its wraparound test for
+    negative indices keeps LLVM from vectorizing the loop (a copy of 160 bytes: 84-114 ns
+    against 4-5 through views)."""
+    names = []
+    for array, at in ((dst, dst_at), (src, src_at)):
+        if at == 0:
+            names.append(array)
+            continue
+        view = g.name("v")
+        g.line(f"{view} = {array}[{at} : {at} + {length}]")
+        names.append(view)
+    g.line(f"for i in range({length}):")
+    g.line(f"    {names[0]}[i] = {names[1]}[i]")
 
 
 def runs(positions: np.ndarray) -> tuple[int, int, int, int] | None:

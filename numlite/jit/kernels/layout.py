@@ -11,7 +11,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from numlite.jit.kernels import emits
-from numlite.jit.kernels.common import each, kernel, require, same_dtypes, take
+from numlite.jit.kernels.common import copy_run, each, kernel, require, same_dtypes, take
 
 
 def _blocks(g: Any, whole: Any, parts: Sequence[Any], outer: int, join: bool) -> None:
@@ -22,14 +22,14 @@ def _blocks(g: Any, whole: Any, parts: Sequence[Any], outer: int, join: bool) ->
     for t in parts:
         inner = t.size // outer if outer else 0
         if inner:
-            if outer == 1:
-                w, p = f"{whole.name}[{offset} + c]", f"{t.name}[c]"
-            else:
-                w, p = f"{whole.name}[r * {row} + {offset} + c]", f"{t.name}[r * {inner} + c]"
+            if outer != 1:
                 g.line(f"for r in range({outer}):")
+            at_whole, at_part = (offset, 0) if outer == 1 else (f"r * {row} + {offset}", f"r * {inner}")
             with g.indented() if outer != 1 else contextlib.nullcontext():
-                g.line(f"for c in range({inner}):")
-                g.line(f"    {w} = {p}" if join else f"    {p} = {w}")
+                if join:
+                    copy_run(g, whole.name, at_whole, t.name, at_part, inner)
+                else:
+                    copy_run(g, t.name, at_part, whole.name, at_whole, inner)
         offset += inner
 
 
@@ -87,8 +87,8 @@ def _concatenate_dynamic(node, g) -> None:
         inner = g.name("n")
         g.line(f"{inner} = {_product(t.shape[axis:])}")
         g.line(f"for r in range({outer}):")
-        g.line(f"    for c in range({inner}):")
-        g.line(f"        {out.name}[r * {row} + {offset} + c] = {t.name}[r * {inner} + c]")
+        with g.indented():
+            copy_run(g, out.name, f"r * {row} + {offset}", t.name, f"r * {inner}", inner)
         g.line(f"{offset} += {inner}")
 
 
