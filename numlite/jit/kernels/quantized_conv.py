@@ -5,7 +5,9 @@ quantized.py are the reference; their prepared parameters, ``node.kernel``, are 
 **The byte kinds** (below, where the machine has them): an int8 CONV_2D runs on 8-bit lanes
 (``vpdpbusd``, AVX512-VNNI: :data:`KIND_BYTE_CONV`) and an int8 DEPTHWISE_CONV_2D on float32
 lanes read from a byte copy of its input (:data:`KIND_BYTE_DEPTHWISE`), each requantizing its
-sums in registers as it stores them. The other forms (and every form on other machines) take the float32 path:
+sums in registers as it stores them. A convolution whose one output pixel reads the whole input
+(streaming models) has plain kernels of its own on the same machines (:func:`window_conv`,
+:func:`window_depthwise`). The other forms (and every form on other machines) take the float32 path:
 
 **The convolutions run the float32 register-blocked loop kernels** (:mod:`numlite.jit.kernels.conv`,
 with their parallel twins for ``num_threads``) on exact integers:
