@@ -243,12 +243,17 @@ def batch_matmul(lhs, rhs, o, lb, rb, m, k, n, lsi, lsk, rsk, rsj):
         for q in range(m * n):
             o[ob + q] = 0
         for i in range(m):
-            row = ob + i * n
+            out = o[ob + i * n : ob + (i + 1) * n]  # (a view from 0: see indexing.copy_row)
             for j in range(k):
                 v = lhs[lb[b] + i * lsi + j * lsk]
                 r0 = rb[b] + j * rsk
-                for c in range(n):
-                    o[row + c] += v * rhs[r0 + c * rsj]
+                if rsj == 1:  # a contiguous rhs row: vectorized
+                    rhs_row = rhs[r0 : r0 + n]
+                    for c in range(n):
+                        out[c] += v * rhs_row[c]
+                else:
+                    for c in range(n):
+                        out[c] += v * rhs[r0 + c * rsj]
 
 
 @emits("BATCH_MATMUL")

@@ -142,9 +142,17 @@ def gather(x, pos, o, outer, n, inner, ctl):
         for j in range(m):
             src = (r * n + pos[j]) * inner
             dst = (r * m + j) * inner
-            for c in range(inner):
-                o[dst + c] = x[src + c]
+            copy_row(x[src : src + inner], o[dst : dst + inner])
     return 0
+
+
+@kernel
+def copy_row(src, dst):
+    """``dst[:] = src`` through views that start at 0: indexed ``x[at + c]``, the copy ran
+    scalar (Numba's wraparound test of an index it cannot prove non-negative keeps LLVM from
+    vectorizing; rows of 128 float32: 3.9 -> 1.0 us for 64 of them)."""
+    for c in range(src.size):
+        dst[c] = src[c]
 
 
 @emits("GATHER")
@@ -194,8 +202,7 @@ def rows(table, pos, o, inner):
     for j in range(pos.size):
         src = pos[j] * inner
         dst = j * inner
-        for c in range(inner):
-            o[dst + c] = table[src + c]
+        copy_row(table[src : src + inner], o[dst : dst + inner])
 
 
 @emits("EMBEDDING_LOOKUP")
@@ -227,8 +234,7 @@ def gather_nd(params, idx, o, nd, limits, weights, inner):
         row = 0
         for k in range(nd):
             row += idx[s * nd + k] * weights[k]
-        for c in range(inner):
-            o[s * inner + c] = params[row * inner + c]
+        copy_row(params[row * inner : (row + 1) * inner], o[s * inner : (s + 1) * inner])
     return 0
 
 

@@ -31,18 +31,26 @@ def bilinear(x, o, n, h, w, c, oh, ow, y0, y1, dy, x0, dc, dx):
             r1 = (b * h + y1[i]) * w
             wy = dy[i]
             for j in range(ow):
+                # rows of c values through views that start at 0 (indexed x[a + k], the loop
+                # ran scalar: Numba's wraparound test of each index)
                 p = ((b * oh + i) * ow + j) * c
                 a0 = (r0 + x0[j]) * c
                 a1 = (r1 + x0[j]) * c
-                for k in range(c):
-                    t0 = x[a0 + k] + (x[a1 + k] - x[a0 + k]) * wy
-                    if w > 1:
-                        d0 = (r0 + dc[j]) * c + k
-                        d1 = (r1 + dc[j]) * c + k
-                        left = x[d0] + (x[d1] - x[d0]) * wy
-                        right = x[d0 + c] + (x[d1 + c] - x[d0 + c]) * wy
-                        t0 = t0 + (right - left) * dx[j]
-                    o[p + k] = t0
+                top, bottom, out = x[a0 : a0 + c], x[a1 : a1 + c], o[p : p + c]
+                if w > 1:
+                    d0 = (r0 + dc[j]) * c
+                    d1 = (r1 + dc[j]) * c
+                    top_left, bottom_left = x[d0 : d0 + c], x[d1 : d1 + c]
+                    top_right, bottom_right = x[d0 + c : d0 + 2 * c], x[d1 + c : d1 + 2 * c]
+                    wx = dx[j]
+                    for k in range(c):
+                        t0 = top[k] + (bottom[k] - top[k]) * wy
+                        left = top_left[k] + (bottom_left[k] - top_left[k]) * wy
+                        right = top_right[k] + (bottom_right[k] - top_right[k]) * wy
+                        out[k] = t0 + (right - left) * wx
+                else:
+                    for k in range(c):
+                        out[k] = top[k] + (bottom[k] - top[k]) * wy
 
 
 @emits("RESIZE_BILINEAR")
