@@ -81,6 +81,7 @@ def conv_model() -> tuple[bytes, list[np.ndarray]]:
         (wide, 19, 1, 3, SAME, 2, 1, RELU6),  # full 8-lane blocks and a masked one
         (broad, 40, 1, 3, SAME, 1, 1, NONE),  # 32 + 8 channels: with AVX-512, rows of 3 shared input columns
         (broad, 40, 1, 5, SAME, 1, 1, RELU6),  # and of 5
+        (broad, 40, 2, 3, VALID, 3, 1, RELU6),  # one output row: at num_threads=2 its channels are cut in two shares
     ]
     for src, ch, mult, k, padding, s, d, act in depthwise:
         ih, iw = (h, w) if src == x else (5, 6) if src == wide else (4, 11)
@@ -183,6 +184,41 @@ def test_two_threads_match_one_and_run_concurrently(convs, monkeypatch):
         _assert_same(results[k], expected, names, f"num_threads={k} run concurrently")
     assert two._jit.engines[0].threads == min(2, numba.config.NUMBA_NUM_THREADS)  # still the parallel kernels
 
+
+
+@pytest.mark.parametrize("threads", [2, 3, 4])
+def test_convolution_units_cover_every_output_once_and_share_it_fairly(threads):
+    """``conv.work_units`` cuts a convolution's output pixels and channel blocks into
+    ``prange`` units (``conv.unit_span``): every (pixel, block) pair in exactly one unit, and
+    under Numba's static schedule (a thread takes a run of consecutive units, the first runs
+    one longer) no thread gets more than an even share plus one unit, and on two threads plus
+    one tile of the blocks, where pixels alone would give one thread 4 of a 7x7 layer's 7
+    tiles."""
+    for pixels, blocks in [(49, 80), (49, 1), (196, 6), (196, 36), (784, 2), (126, 3), (25, 1), (1, 4), (3136, 9), (12544, 6)]:
+        chunk, split = conv.work_units(pixels, blocks, threads)
+        assert chunk % conv.TILE == 0 and 1 <= split <= blocks
+        count = -(-pixels // chunk) * split
+        seen = np.zeros((pixels, blocks), np.int64)
+        work = []
+        for u in range(count):
+            m0, m1, g0, g1 = conv.unit_span(u, chunk, pixels, split, blocks)
+            seen[m0:m1, g0:g1] += 1
+            work.append((m1 - m0) * (g1 - g0))
+        assert (seen == 1).all(), (pixels, blocks, threads)
+        each, extra = divmod(count, threads)
+        starts = np.cumsum([0] + [each + (t < extra) for t in range(threads)])
+        busiest = max(sum(work[starts[t] : starts[t + 1]]) for t in range(threads))
+        slack = conv.TILE * blocks if threads == 2 else max(work)
+        assert busiest <= pixels * blocks / threads + slack, (pixels, blocks, threads, chunk, split, busiest)
+    assert conv.work_units(49, 80, 2)[1] == 2  # MobileNetV2's 7x7 layers cut their channels
+    assert conv.work_units(12544, 6, 1) == (12544, 1)  # one thread: one unit
+    # conv_model's 1x1 CONV_2D to 17 channels (2 blocks) over 126 pixels runs with its
+    # channels cut at num_threads=2: test_two_threads_match_one_and_run_concurrently holds
+    # that form to one thread's results
+    assert conv.work_units(2 * 9 * 7, 2, 2)[1] == 2
+    # and DEPTHWISE_CONV_2D's: 7 rows of MobileNetV2's last layers, and conv_model's one row
+    assert conv.depthwise_split(7, 960, 2) == 2 and conv.depthwise_split(1, 80, 2) == 2 and conv.depthwise_split(112, 32, 2) == 1
+    assert conv.depthwise_split(7, 960, 1) == 1
 
 @pytest.mark.parametrize("idle", [0.2, 64.0])
 def test_two_threads_use_the_cores_other_processes_leave_idle(convs, monkeypatch, idle):

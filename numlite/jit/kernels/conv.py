@@ -125,7 +125,8 @@ def fill(a, start, stop, value):
 # -- CONV_2D --------------------------------------------------------------------------------------
 
 # The int64 parameters of a CONV_2D node (see emit_conv).
-N, H, W, C, HS, WS, OH, OW, OC, KH, KW, SH, SW, DH, DW, TOP, LEFT, GROUPS, CG, OG, BLOCKS, CHUNK, ACT, PADDED, FSIZE, EPILOGUE = range(26)
+N, H, W, C, HS, WS, OH, OW, OC, KH, KW, SH, SW, DH, DW, TOP, LEFT, GROUPS, CG, OG, BLOCKS, CHUNK, ACT, PADDED, FSIZE, EPILOGUE, \
+    SPLIT = range(27)
 
 
 @njit(inline="always")
@@ -141,6 +142,18 @@ def _pixel(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin):
             oy = 0
             b += 1
     return offset, b, oy, ox
+
+
+@njit(inline="always")
+def unit_span(u, chunk, pixels, split, blocks):
+    """Unit ``u`` of a convolution: its channel blocks ``[g0, g1)`` (the ``u // parts``-th
+    ``split``-th of ``blocks``, where ``parts`` is the number of chunks) and output pixels
+    ``[m0, m1)`` (chunk ``u % parts``). Share-major: consecutive units, which a thread takes
+    together, read the same weights."""
+    parts = (pixels + chunk - 1) // chunk
+    share = u // parts
+    m0 = (u - share * parts) * chunk
+    return m0, min(m0 + chunk, pixels), share * blocks // split, (share + 1) * blocks // split
 
 
 @njit(inline="always")
@@ -169,15 +182,15 @@ def pixels8(b, oy, ox, oh, ow, hs, ws, c, sh, sw, cin):
 @body
 def conv_setup(x, o, src, f, p):
     """Copy the input into its padded buffer when the node has one; the number of units (of
-    ``CHUNK`` output pixels)."""
+    ``CHUNK`` output pixels by a ``SPLIT``-th of the channel blocks: :func:`work_units`)."""
     if p[PADDED]:
         pad_into(x, src, p[N], p[H], p[W], p[C], p[HS], p[WS], p[TOP], p[LEFT])
-    return (p[N] * p[OH] * p[OW] + p[CHUNK] - 1) // p[CHUNK]
+    return (p[N] * p[OH] * p[OW] + p[CHUNK] - 1) // p[CHUNK] * p[SPLIT]
 
 
 @body
 def conv_units(x, o, src, f, p, u0, u1):
-    """Output pixels ``[u0 * CHUNK, u1 * CHUNK)``, read from ``src`` (the padded input) or ``x``."""
+    """Units ``[u0, u1)`` (:func:`unit_span`), read from ``src`` (the padded input) or ``x``."""
     n, c, hs, ws = p[N], p[C], p[HS], p[WS]
     if not p[PADDED]:
         src = x
@@ -193,9 +206,8 @@ def conv_units(x, o, src, f, p, u0, u1):
     taps = kh * kw * cg * BLOCK  # packed weights per block
     bias0 = groups * blocks * taps
     for u in range(u0, u1):
-        m0 = u * chunk
-        m1 = min(m0 + chunk, pixels)
-        for gb in range(groups * blocks):
+        m0, m1, g0, g1 = unit_span(u, chunk, pixels, p[SPLIT], groups * blocks)
+        for gb in range(g0, g1):
             gi = gb // blocks
             ch = gi * og + (gb - gi * blocks) * BLOCK  # the block's first output channel
             count = min(BLOCK, (gi + 1) * og - ch)
@@ -321,6 +333,9 @@ def _store(o, q, a0, a1, count, act, low, high, epi):
 # working buffer holds the input with each channel repeated by the multiplier, EXPANDED), then:
 MULT = 17
 EXPANDED = PADDED
+# The grain of a DEPTHWISE_CONV_2D's channel shares (SPLIT, as CONV_2D's): whole tiles of the
+# widest kind, so that only the last share has a masked tail.
+CHANNEL_GRAIN = 2 * BLOCK if WIDE else LANES
 
 
 @njit(inline="always")
@@ -478,15 +493,15 @@ def _dw_tile16(x, f, o, s, q, ch, c, kh, kw, step, row, col, bias, act, low, hig
 
 
 @njit(inline="always")
-def _dw_pixel(x, f, o, b, iy0, ix0, q, c, h, w, kh, kw, dh, dw, bias, act, low, high, epi):
-    """One output pixel whose window may reach outside the input (taps outside are skipped),
-    32 channels at a time: four independent sums (masked: a block past the row's end is
-    neither read nor written)."""
-    for ch in range(0, c, 4 * LANES):
-        n0 = min(LANES, c - ch)
-        n1 = min(LANES, max(c - ch - LANES, 0))
-        n2 = min(LANES, max(c - ch - 2 * LANES, 0))
-        n3 = min(LANES, max(c - ch - 3 * LANES, 0))
+def _dw_pixel(x, f, o, b, iy0, ix0, q, c, c0, c1, h, w, kh, kw, dh, dw, bias, act, low, high, epi):
+    """Channels ``[c0, c1)`` of one output pixel whose window may reach outside the input
+    (taps outside are skipped), 32 channels at a time: four independent sums (masked: a block
+    past ``c1`` is neither read nor written)."""
+    for ch in range(c0, c1, 4 * LANES):
+        n0 = min(LANES, c1 - ch)
+        n1 = min(LANES, max(c1 - ch - LANES, 0))
+        n2 = min(LANES, max(c1 - ch - 2 * LANES, 0))
+        n3 = min(LANES, max(c1 - ch - 3 * LANES, 0))
         a0 = load_n(f, bias + ch, n0)
         a1 = load_n(f, bias + ch + LANES, n1)
         a2 = load_n(f, bias + ch + 2 * LANES, n2)
@@ -520,7 +535,8 @@ def _dw_pixel(x, f, o, b, iy0, ix0, q, c, h, w, kh, kw, dh, dw, bias, act, low, 
 def depthwise_setup(x, o, src, f, p):
     """With a depth multiplier ``m`` above 1, each input channel repeated ``m`` times into
     ``src`` (output channel ``ci * m + j`` reads input channel ``ci``), so that the units
-    run along channels as for ``m == 1``; the number of units (output rows)."""
+    run along channels as for ``m == 1``; the number of units (output rows by a ``SPLIT``-th
+    of the channels: :func:`depthwise_split`)."""
     if p[EXPANDED]:
         c, m = p[C], p[MULT]
         for pixel in range(p[N] * p[H] * p[W]):
@@ -528,12 +544,14 @@ def depthwise_setup(x, o, src, f, p):
                 v = x[pixel * c + ci]
                 for j in range(m):
                     src[(pixel * c + ci) * m + j] = v
-    return p[N] * p[OH]
+    return p[N] * p[OH] * p[SPLIT]
 
 
 @body
 def depthwise_units(x, o, src, f, p, u0, u1):
-    """Output rows ``[u0, u1)``."""
+    """Units ``[u0, u1)``: unit ``u`` is output row ``u % rows`` of the ``u // rows``-th
+    share of the channels (share-major, as :func:`unit_span`), whose bounds are multiples of
+    :data:`CHANNEL_GRAIN` but the last."""
     n, h, w = p[N], p[H], p[W]
     oh, ow, oc, kh, kw, sh, sw, dh, dw = p[OH], p[OW], p[OC], p[KH], p[KW], p[SH], p[SW], p[DH], p[DW]
     top, left, act, epi = p[TOP], p[LEFT], p[ACT], p[EPILOGUE]
@@ -547,7 +565,12 @@ def depthwise_units(x, o, src, f, p, u0, u1):
     hi = max(min(ow, (w - 1 - (kw - 1) * dw + left) // sw + 1), lo)
     row, col, step = dh * w * c, dw * c, sw * c
     rows = WIDE and (kw == 3 or kw == 5) and dw == 1 and sw == 1  # neighbouring pixels share input columns
-    for r in range(u0, u1):
+    total, split = n * oh, p[SPLIT]
+    grains = (c + CHANNEL_GRAIN - 1) // CHANNEL_GRAIN
+    for u in range(u0, u1):
+        share = u // total
+        r = u - share * total
+        c0, c1 = min(share * grains // split * CHANNEL_GRAIN, c), min((share + 1) * grains // split * CHANNEL_GRAIN, c)
         b = r // oh
         oy = r - b * oh
         iy0 = oy * sh - top
@@ -555,29 +578,29 @@ def depthwise_units(x, o, src, f, p, u0, u1):
         inside = iy0 >= 0 and iy0 + (kh - 1) * dh < h
         start, stop = (lo, hi) if inside else (ow, ow)
         for ox in range(0, start):
-            _dw_pixel(x, f, o, b, iy0, ox * sw - left, q0 + ox * c, c, h, w, kh, kw, dh, dw, bias, act, low, high, epi)
+            _dw_pixel(x, f, o, b, iy0, ox * sw - left, q0 + ox * c, c, c0, c1, h, w, kh, kw, dh, dw, bias, act, low, high, epi)
         ox = start
         while ox + 4 <= stop:
             s = ((b * h + iy0) * w + ox * sw - left) * c
             q = q0 + ox * c
-            ch = 0
-            while rows and ch + 2 * BLOCK <= c:
+            ch = c0
+            while rows and ch + 2 * BLOCK <= c1:
                 _dw_tile_rows32(x, f, o, s, q, ch, c, kh, kw, row, col, bias, act, low, high, epi)
                 ch += 2 * BLOCK
-            while WIDE and ch + 2 * BLOCK <= c:
+            while WIDE and ch + 2 * BLOCK <= c1:
                 _dw_tile32(x, f, o, s, q, ch, c, kh, kw, step, row, col, bias, act, low, high, epi)
                 ch += 2 * BLOCK
-            while WIDE and ch + BLOCK <= c:
+            while WIDE and ch + BLOCK <= c1:
                 _dw_tile16(x, f, o, s, q, ch, c, kh, kw, step, row, col, bias, act, low, high, epi)
                 ch += BLOCK
-            while ch + LANES <= c:
+            while ch + LANES <= c1:
                 _dw_tile(x, f, o, s, q, ch, c, kh, kw, step, row, col, bias, act, low, high, epi, True)
                 ch += LANES
-            if ch < c:
+            if ch < c1:  # only in the last share (c1 == c): the others end on a grain
                 _dw_tile(x, f, o, s, q, ch, c, kh, kw, step, row, col, bias, act, low, high, epi, False)
             ox += 4
         for ox in range(ox, ow):
-            _dw_pixel(x, f, o, b, iy0, ox * sw - left, q0 + ox * c, c, h, w, kh, kw, dh, dw, bias, act, low, high, epi)
+            _dw_pixel(x, f, o, b, iy0, ox * sw - left, q0 + ox * c, c, c0, c1, h, w, kh, kw, dh, dw, bias, act, low, high, epi)
 
 
 # -- the emitters ---------------------------------------------------------------------------------
@@ -637,13 +660,58 @@ def _bias(bias: Any, channels: int) -> np.ndarray:
     return np.asarray(bias.value, np.float32).reshape(-1)
 
 
-def chunk_size(pixels: int, threads: int) -> int:
-    """Output pixels per ``prange`` step: all of them on one thread; else about 4 steps per
-    thread, whole tiles."""
-    if threads <= 1:
-        return max(pixels, 1)
-    per = -(-pixels // (4 * threads))
-    return max(TILE, -(-per // TILE) * TILE)
+def _busiest(units: list[int], threads: int) -> int:
+    """The work of the busiest thread when Numba's static schedule shares ``units`` out:
+    thread ``t`` takes the ``t``-th run of consecutive units, the first runs one longer."""
+    each, extra = divmod(len(units), threads)
+    loads, at = [], 0
+    for t in range(threads):
+        take = each + (t < extra)
+        loads.append(sum(units[at : at + take]))
+        at += take
+    return max(loads)
+
+
+def depthwise_split(rows: int, channels: int, threads: int) -> int:
+    """Into how many shares of its channels (whole :data:`CHANNEL_GRAIN` s) a
+    DEPTHWISE_CONV_2D cuts its output rows' work: 1 on one thread; else the fewest shares
+    whose busiest thread has the least work (7 rows share 4 against 3 on two threads; 7 rows
+    of two channel halves, 7 against 7)."""
+    grains = -(-channels // CHANNEL_GRAIN)
+    if threads <= 1 or rows <= 0:
+        return 1
+    best = None
+    for split in range(1, min(grains, 4 * threads) + 1):
+        shares = [min((k + 1) * grains // split * CHANNEL_GRAIN, channels) - min(k * grains // split * CHANNEL_GRAIN, channels)
+                  for k in range(split)]  # fmt: skip
+        key = (_busiest([share for share in shares for _ in range(rows)], threads) * (1 + 0.002 * split * rows), split)
+        best = key if best is None or key < best else best
+    return best[1]
+
+
+def work_units(pixels: int, blocks: int, threads: int, tile: int = TILE) -> tuple[int, int]:
+    """How a convolution's work is cut into ``prange`` units: ``(chunk, split)``, each unit
+    ``chunk`` output pixels (whole tiles) by a ``split``-th of the ``blocks`` channel blocks
+    (:func:`unit_span`). One unit on one thread. Else at least 4 chunks per thread where there
+    are tiles enough (a chunk's input stays in cache across its blocks), and of those cuts the
+    one whose busiest thread has the least work, Numba's static schedule given (thread ``t``
+    takes the ``t``-th run of consecutive units, the first ones one more), then the one of
+    fewest units. Pixels alone cannot share a small image fairly: 49 pixels are 7 tiles of 8,
+    4 against 3 on two threads, so a 7x7 layer also cuts its channel blocks."""
+    if threads <= 1 or pixels <= 0:
+        return max(pixels, 1), 1
+    tiles = -(-pixels // tile)
+    best: tuple[float, int, int, int] | None = None
+    for split in range(1, min(blocks, 4 * threads) + 1):
+        shares = [(s + 1) * blocks // split - s * blocks // split for s in range(split)]
+        for cuts in range(min(tiles, 4 * threads), min(tiles, 8 * threads) + 1):
+            chunk = -(-tiles // cuts) * tile
+            sizes = [min(chunk, pixels - k * chunk) for k in range(-(-pixels // chunk))]
+            units = [size * share for share in shares for size in sizes]  # in unit_span's order
+            key = (_busiest(units, threads) * (1 + 0.002 * len(units)), len(units), chunk, split)
+            if best is None or key < best:
+                best = key
+    return best[2], best[3]
 
 
 @emits("CONV_2D")
@@ -685,9 +753,9 @@ def conv_node(node: Any, g: Any, x: Any, out: Any, weights: np.ndarray, biases: 
     padded_biases[:, :og] = biases.reshape(groups, og)
     floats = np.concatenate([packed.reshape(-1), padded_biases.reshape(-1), np.array(limits, np.float32)])
     src, sizes, padding = source(g, x, geo, (kh, kw))
-    chunk = chunk_size(n * oh * ow, g.gen.threads)
+    chunk, split = work_units(n * oh * ow, groups * blocks, g.gen.threads)
     params = [*sizes, oh, ow, oc, kh, kw, sh, sw, dh, dw, padding[1], padding[2], groups, cg, og, blocks, chunk, act, padding[0],
-              floats.size, epilogue]  # fmt: skip
+              floats.size, epilogue, split]  # fmt: skip
     call(g, KIND_CONV, x, out, src, params, floats, out.size * kh * kw * cg)
 
 
@@ -714,6 +782,7 @@ def depthwise_node(node: Any, g: Any, x: Any, out: Any, weights: np.ndarray, bia
     top, left = geo[3]
     expanded = oc > c
     src = g.temp((n, h, w, oc), F32) if expanded else x
+    split = depthwise_split(n * oh, oc, g.gen.threads)
     params = [n, h, w, c, h, w, oh, ow, oc, kh, kw, sh, sw, dh, dw, top, left, oc // c, 0, 0, 0, 0, act, int(expanded), floats.size,
-              epilogue]  # fmt: skip
+              epilogue, split]  # fmt: skip
     call(g, KIND_DEPTHWISE, x, out, src, params, floats, out.size * kh * kw)

@@ -57,8 +57,8 @@ from numba import njit
 
 from numlite.jit.kernels import emits
 from numlite.jit.kernels.common import body, require
-from numlite.jit.kernels.conv import _dw_row3, _dw_row5, _pixel, call, chunk_size, conv_node, coordinates, depthwise_node, fill, geometry, \
-    pixels8
+from numlite.jit.kernels.conv import _dw_row3, _dw_row5, _pixel, call, conv_node, coordinates, depthwise_node, fill, geometry, \
+    pixels8, unit_span, work_units
 from numlite.jit.kernels.quantized import flip_row, multiply_by_quantized_multiplier
 from numlite.jit.kernels.simd import AVX512, VNNI, add_i32x16, dot_u8s8, fill_i32x16, fma16, load16, load_i32x16, max_i32x16, \
     mul_i32x16, narrow_store16, requantize_store16, splat_i32x16, to_i32x16, widen16
@@ -283,7 +283,7 @@ def emit_split(node: Any, g: Any) -> None:
 
 # The int64 parameters of a byte CONV_2D node
 (Q_N, Q_H, Q_W, Q_C, Q_HS, Q_WS, Q_OH, Q_OW, Q_OC, Q_KH, Q_KW, Q_SH, Q_SW, Q_DH, Q_DW, Q_TOP, Q_LEFT, Q_BLOCKS, Q_CHUNK, Q_RUN,
- Q_COLUMNS, Q_FILL, Q_ZERO, Q_LOW, Q_HIGH, Q_PARAMS) = range(26)  # fmt: skip
+ Q_COLUMNS, Q_FILL, Q_ZERO, Q_LOW, Q_HIGH, Q_PARAMS, Q_SPLIT) = range(27)  # fmt: skip
 KIND_BYTE_CONV = 8  # its loop kernel kind (numlite.jit.kernels.loops)
 TILE = 8  # output pixels of a tile
 PARAM_BYTES = 384  # per 16-channel block: bias (16 int32), multiplier (16 int32), rounding, right shift (16 int64 each)
@@ -304,10 +304,11 @@ def _byte_tile_fits(x: Any, f: Any, k: Any, channels: int) -> bool:
 @body
 def byte_conv_setup(x, o, src, f, p):
     """The input as unsigned bytes (``x + 128``) into the working buffer, with its border of
-    the zero point; the number of units (of ``CHUNK`` output pixels)."""
+    the zero point; the number of units (of ``CHUNK`` output pixels by a ``SPLIT``-th of the
+    channel blocks: conv.work_units)."""
     n, h, w, c, hs, ws, top, left = p[Q_N], p[Q_H], p[Q_W], p[Q_C], p[Q_HS], p[Q_WS], p[Q_TOP], p[Q_LEFT]
     copy_padded(x, src, n, h, w, c, c, hs, ws, top, left, np.int8(p[Q_FILL]), np.int8(-128))
-    return (n * p[Q_OH] * p[Q_OW] + p[Q_CHUNK] - 1) // p[Q_CHUNK]
+    return (n * p[Q_OH] * p[Q_OW] + p[Q_CHUNK] - 1) // p[Q_CHUNK] * p[Q_SPLIT]
 
 
 @njit(inline="always")
@@ -342,7 +343,7 @@ def copy_padded(x, src, n, h, w, c, cp, hs, ws, top, left, border, flip):
 
 @body
 def byte_conv_units(x, o, src, f, p, u0, u1):
-    """Output pixels ``[u0 * CHUNK, u1 * CHUNK)`` of the byte CONV_2D, read from ``src``; ``f``
+    """Units ``[u0, u1)`` of the byte CONV_2D (conv.unit_span), read from ``src``; ``f``
     holds the packed filter (per 16-channel block, per filter row and column, 4 bytes of 16
     channels at a time), then the blocks' parameters (:data:`PARAM_BYTES` each)."""
     c, hs, ws = p[Q_C], p[Q_HS], p[Q_WS]
@@ -353,9 +354,8 @@ def byte_conv_units(x, o, src, f, p, u0, u1):
     pixels = p[Q_N] * oh * ow
     taps = kh * columns * run * 16  # packed filter bytes per block
     for u in range(u0, u1):
-        m0 = u * chunk
-        m1 = min(m0 + chunk, pixels)
-        for blk in range(blocks):
+        m0, m1, b0, b1 = unit_span(u, chunk, pixels, p[Q_SPLIT], blocks)
+        for blk in range(b0, b1):
             ch = blk * 16
             count = min(16, oc - ch)
             wb = blk * taps
@@ -463,9 +463,9 @@ def byte_conv_node(node: Any, g: Any, x: Any, out: Any, weights: np.ndarray, bia
     correction = fill * weights.reshape(oc, -1).sum(axis=1)
     floats = _blob(packed.reshape(-1).view(np.uint8), _requantization(k, biases - correction, oc))
     src = g.temp((n * hs * ws * c + SLACK,), INT8)
-    chunk = chunk_size(n * oh * ow, g.gen.threads)
+    chunk, split = work_units(n * oh * ow, blocks, g.gen.threads)
     p = [n, h, w, c, hs, ws, oh, ow, oc, kh, kw, sh, sw, dh, dw, top, left, blocks, chunk, run4, columns, fill - 256 if fill > 127 else fill,
-         int(k.out_zp), int(k.act_min), int(k.act_max), packed.size]  # fmt: skip
+         int(k.out_zp), int(k.act_min), int(k.act_max), packed.size, split]  # fmt: skip
     call(g, KIND_BYTE_CONV, x, out, src, p, floats, out.size * kh * kw * c)
 
 
