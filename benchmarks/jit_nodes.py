@@ -88,6 +88,9 @@ def profile(path: str, threads: int, runs: int) -> list[tuple[int, str, str, flo
     for k, op in enumerate(graph.operators):
         name = model.operator_codes[op.opcode_index].builtin
         shapes = " ".join("x".join(map(str, graph.tensors[t].shape)) for t in op.inputs if t >= 0)
+        loose = [graph.tensors[t] for t in op.inputs if t >= 0 and not _constant(model, graph.tensors[t])]
+        if any(t.dtype.kind in "iu" for t in loose[1:]):
+            continue  # a shape or positions computed in the model: random values would not be one (RESHAPE's shape)
         content = one_node(model, k)
         interpreters = {"litert": LiteRT(model_content=content, num_threads=threads),
                         "jit": numlite.Interpreter(model_content=content, jit=True, num_threads=threads)}  # fmt: skip

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 import numpy as np
 
 from numlite.jit.kernels import EMITTERS, QUANTIZED_EMITTERS, NotCompiled, loops
+from numlite.kernels import KERNELS
 
 if TYPE_CHECKING:
     from numlite.interpreter.runtime import SubgraphRuntime
@@ -371,6 +372,10 @@ class Generator:
         self.parallel = False  # an emitter called a parallel loop kernel: the engine sets the thread count
         self.blas = False  # an emitter calls NumPy's BLAS (kernels/blas.py): the engine sizes its pool
         self.loop_kernels: frozenset[tuple[bool, int]] = frozenset()  # (parallel, kind) of the loop kernels called
+        # Islands (kernels/islands.py): (subgraph, node, inputs as (slot, shape) or None for the
+        # runtime's own array, outputs as (slot, shape), why the node is not compiled)
+        self.islands: list[tuple[int, int, list, list, str]] = []
+        self.island_table: np.ndarray | None = None
         self.numbers: list[int] = []  # the integers and floats lifted out of the source (see lift)
         self.floats: list[float] = []
 
@@ -403,6 +408,11 @@ class Generator:
                     out_slots.append(where[-1][1])
         self.tail = "".join(f", e{j}" for j in range(len(self.dynamic_outputs)))
         self.subgraph(self.root, [s for _, s, _ in self.inputs], out_slots, (), 1)
+        if len(self.islands) * ISLANDS_AT_MOST[1] > self.ops * ISLANDS_AT_MOST[0]:
+            sub, node, _, _, reason = self.islands[0]
+            op = self.interpreter.subgraph(sub).plan[node].op_name
+            raise NotCompiled(f"subgraph {sub}, node {node} ({op}): {reason}; {len(self.islands)} of the {self.ops} operators are not"
+                              f" compiled, too many to run as islands (at most {ISLANDS_AT_MOST[0]} in {ISLANDS_AT_MOST[1]})")
         returned = self._return_dynamic_outputs([k for k, slot in enumerate(out_slots) if slot is None])
         arenas = self.arenas
         # The loop kernels' entry points the lines call: the engine has them compiled (or loaded)
@@ -751,8 +761,16 @@ class FunctionGen:
                 continue
             quantized = _quantized(rt, step)
             emitter = (QUANTIZED_EMITTERS if quantized else EMITTERS).get(step.op_name)
+            mark = self.mark()
+            if emitter is not None and getattr(self.gen.interpreter, "kernels", KERNELS).get(step.op_name) is not KERNELS.get(step.op_name):
+                if self._island(step, where, changed, f"{step.op_name} is the interpreter's custom op", claimed):
+                    continue  # (the user's kernel, not numlite's)
+                raise NotCompiled(f"{where}: {step.op_name} is the interpreter's custom op")
             if emitter is None:
-                raise NotCompiled(f"{where}: no compiled kernel for {step.op_name}" + (" on quantized operands" if quantized else ""))
+                reason = f"no compiled kernel for {step.op_name}" + (" on quantized operands" if quantized else "")
+                if self._island(step, where, changed, reason, claimed):
+                    continue
+                raise NotCompiled(f"{where}: {reason}")
             try:
                 ins = [self._read(t, where) if t >= 0 else None for t in step.inputs]
                 # Run-time shapes: the node's own (its shapes depend on data), or an operand's
@@ -768,6 +786,9 @@ class FunctionGen:
                 else:
                     raise NotCompiled(f"{where}: its shapes are computed at run time")
             except NotCompiled as e:
+                self.rollback(mark)
+                if self._island(step, where, changed, str(e), claimed):
+                    continue
                 raise NotCompiled(str(e) if str(e).startswith("subgraph ") else f"{where}: {e}") from None
             self.where = (rt.index, step.index)
             self.line(f"# {where}")
@@ -787,6 +808,9 @@ class FunctionGen:
             except ShapeChanged:
                 raise
             except NotCompiled as e:
+                self.rollback(mark)
+                if self._island(step, where, changed, str(e), claimed):
+                    continue
                 raise NotCompiled(str(e) if str(e).startswith("subgraph ") else f"{where}: {e}") from None
             except Exception as e:  # an emitter's bug or a form it did not expect: stay on NumPy
                 raise NotCompiled(f"{where}: {type(e).__name__}: {e}") from e
@@ -814,6 +838,47 @@ class FunctionGen:
 
                 copy(self, Operand(slot.name, source.shape, source.dtype, None, slot), source)
         return passed
+
+    def _island(self, step: Any, where: str, changed: Sequence[int], reason: str, claimed: dict[int, Slot]) -> bool:
+        """Write ``step`` as an island (:mod:`numlite.jit.kernels.islands`): its NumPy kernel
+        called back from the compiled code. Only in the root's own code, for a node of static
+        shapes that is not control flow and neither reads nor writes a variable tensor or a
+        value the compiled code holds outside the arenas; False (nothing written) otherwise."""
+        rt, gen = self.runtime, self.gen
+        if self.chain or rt.index != gen.root or step.dynamic or changed or step.op_name in _CONTROL_FLOW:
+            return False
+        tensors = rt.graph.tensors
+        if any(t < 0 or tensors[t].is_variable for t in step.outputs) or any(t >= 0 and tensors[t].is_variable for t in step.inputs):
+            return False
+        mark = self.mark()
+        try:
+            ins = []
+            for t in step.inputs:
+                if t < 0 or (rt.known[t] and t not in self.ops and t not in self.home):
+                    ins.append(None)  # the runtime's own array (a constant, a folded value)
+                    continue
+                op = self._read(t, where)
+                if op.dynamic or op.slot.constant:
+                    raise NotCompiled("an operand outside the arenas")
+                ins.append((op.slot, op.shape))
+            outs = self._outputs(step.outputs, claimed, where)
+        except NotCompiled:
+            self.rollback(mark)
+            return False
+        from numlite.jit.kernels.islands import island
+
+        if gen.island_table is None:
+            gen.island_table = np.zeros(1, np.int64)  # the callback's address: filled by the engine
+        number = len(gen.islands)
+        reason = reason[len(where) + 2 :] if reason.startswith(f"{where}: ") else reason
+        gen.islands.append((rt.index, step.index, ins, [(o.slot, o.shape) for o in outs], reason))
+        self.where = (rt.index, step.index)
+        names = [op[0].name for op in ins if op is not None] + [o.name for o in outs]
+        # (the reason stays out of the source, which keys the cache: it may name objects)
+        self.line(f"# {where}: an island, run by the NumPy engine; operands {' '.join(names)}")
+        self.check(f"{self.kernel(island)}(ctl, np.int64({self.address(gen.island_table)}), np.int64({number}))")
+        gen.ops += 1
+        return True
 
     def _outputs(self, tensors: Sequence[int], claimed: dict[int, Slot], where: str) -> list[Operand]:
         """A node's output tensors as operands, each in its graph output's slot or a new one."""
@@ -865,6 +930,12 @@ class FunctionGen:
         shape = rt.shapes[t] if rt.shapes[t] is not None else np.shape(value)
         return Operand(slot.name, tuple(shape), rt.dtypes[t], value, slot)
 
+
+# At most this fraction of a model's operators run as islands (kernels/islands.py): an island
+# costs about what the NumPy engine's invoke of that node does, plus a callback, so a model
+# mostly of islands runs faster on the NumPy engine alone.
+ISLANDS_AT_MOST = (1, 4)
+_CONTROL_FLOW = {"WHILE", "IF", "CALL_ONCE"}  # never islands: their bodies are subgraphs of the compiled code
 
 # Ops whose output has the broadcast shape of their inputs and whose emitters are element-wise
 # loops (common.each, common.index): compiled on run-time shapes as they are.

@@ -31,6 +31,7 @@ flag compiled loops poll, so it stops a compiled invoke too.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import threading
 import time
@@ -129,6 +130,8 @@ class CompiledModel:
         self.errors_at = CTL_SIZE + len(gen.arenas.constants)
         self.dims_at = self.errors_at + gen.error_values
         self.dynamic_outputs = list(gen.dynamic_outputs)
+        self.islands = list(gen.islands)
+        self.island_table = gen.island_table
         subgraph = self.interpreter.subgraph
         self._watched = [(subgraph(i), g) for i, g in self.generations.items()]
 
@@ -234,6 +237,40 @@ class CompiledModel:
         ]  # fmt: skip
         self.attached = False
         self.copies: tuple[list, list] | None = None  # "auto": see _keep_arrays
+        self._bind_islands()
+
+    def _bind_islands(self) -> None:
+        """The islands' NumPy kernels, each with its operands as arena views (or the runtime's
+        own arrays of constants), and the callback the compiled code calls them through
+        (kernels/islands.py), its address in the model's island table."""
+        if not self.islands:
+            return
+        from numlite.jit.kernels.islands import CALLBACK
+
+        self._island_runs = []
+        for sub, node, ins, outs, _ in self.islands:
+            runtime = self.interpreter.subgraph(sub)
+            step = runtime.plan[node]
+            arrays = [runtime.arrays[t] if spec is None else self.arenas.view(self.A, *spec) for t, spec in zip(step.inputs, ins)]
+            arrays = [None if t < 0 else a for t, a in zip(step.inputs, arrays)]
+            self._island_runs.append((step.kernel, arrays, [self.arenas.view(self.A, *spec) for spec in outs]))
+        self._island_error: BaseException | None = None
+        self._callback = CALLBACK(self._run_island)  # (kept alive by this model)
+        self.island_table[0] = ctypes.cast(self._callback, ctypes.c_void_p).value
+
+    def _run_island(self, number: int) -> int:
+        """The callback: island ``number``'s NumPy kernel on the arenas; 1 after recording
+        what it raised (a ctypes callback must not raise)."""
+        try:
+            kernel, ins, outs = self._island_runs[number]
+            kernel.eval(ins, outs)
+            return 0
+        except BaseException as e:  # noqa: BLE001  (raised by the engine after the compiled code returns)
+            from numlite.jit.kernels.islands import ISLAND
+
+            self._island_error = e
+            self.ctl[1] = ISLAND
+            return 1
 
     def attach(self) -> None:
         """Make the arena views of the root's inputs and outputs the arrays the interpreter (and
@@ -420,6 +457,7 @@ class CompiledModel:
     def _error(self) -> Exception:
         from numlite.errors import PrepareError
         from numlite.jit.kernels.common import CANCELLED, CODES, DYNAMIC_ERROR
+        from numlite.jit.kernels.islands import ISLAND
 
         ctl = self.ctl
         code, sub, node = int(ctl[1]), int(ctl[2]), int(ctl[3])
@@ -427,6 +465,13 @@ class CompiledModel:
         step = runtime.plan[node]
         if code == CANCELLED:
             return CancelledError(f"invoke cancelled before {runtime.where(step)}")
+        if code == ISLAND and self._island_error is not None:  # as the NumPy engine's invoke wraps it
+            cause, self._island_error = self._island_error, None
+            if isinstance(cause, (PrepareError, CancelledError)):
+                return cause
+            error = runtime._invoke_error(step, cause) if isinstance(cause, Exception) else cause
+            error.__cause__ = cause
+            return error
         if code >= DYNAMIC_ERROR and code - DYNAMIC_ERROR < len(self.messages):
             # A check of a run-time shape: the NumPy engine finds it when it prepares the node
             # at run time, so it raises the prepare error, naming the node alone.
@@ -700,6 +745,8 @@ class JitManager:
                     arena_bytes=built.arenas.arena_bytes, constant_bytes=built.arenas.constant_bytes(shared=False),
                     shared_constant_bytes=built.arenas.constant_bytes(shared=True),
                     state_bytes=built.state.nbytes if built.state is not None else 0,  # within constant_bytes
+                    islands=[f"subgraph {sub}, node {node} ({self.interpreter.subgraph(sub).plan[node].op_name}): {reason}"
+                             for sub, node, _, _, reason in built.islands],
                 )  # fmt: skip
             roots[root] = entry
         return {"mode": self.mode, "numba": status(), "subgraphs": roots}

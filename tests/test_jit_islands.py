@@ -1,0 +1,153 @@
+"""Islands (numlite/jit/kernels/islands.py, docs/jit.md "Islands"): a node without a compiled
+kernel runs on the NumPy engine from inside the compiled code of the model around it, instead
+of sending the whole model to the NumPy engine. Builtin ops LiteRT runs (BITCAST has no
+compiled kernel) are judged by LiteRT; a Python custom op by its own definition."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import run_interpreter
+from test_jit import Graphs, jit_cache, rng_floats  # noqa: F401  (a fixture)
+
+import numlite
+from numlite.errors import InvokeError
+from numlite.model.ir import Operator, OperatorCode, Options
+
+pytest.importorskip("numba")
+
+SIGN = np.int32(-(2**31))  # the float32 sign bit, as an int32
+
+
+def bitcast_model() -> tuple[bytes, list[np.ndarray]]:
+    """Eight operators, two of them islands (BITCAST to int32 and back): ``-(x + y)`` by
+    flipping the sign bit of its int32 view (BITWISE_XOR), then compiled ops on it."""
+    g = Graphs()
+    m = g.subgraph()
+    x, y = m.input((2, 3, 4)), m.input((2, 3, 4))
+    a = m.op("ADD", [x, y], (2, 3, 4), options=Options("AddOptions"), output=False)
+    bits = m.op("BITCAST", [a], (2, 3, 4), np.int32, output=False)
+    flipped = m.op("BITWISE_XOR", [bits, m.const(np.full((2, 3, 4), SIGN), np.int32)], (2, 3, 4), np.int32)
+    negated = m.op("BITCAST", [flipped], (2, 3, 4), output=False)
+    e = m.op("MUL", [negated, x], (2, 3, 4), options=Options("MulOptions"))
+    f = m.op("TANH", [e], (2, 3, 4), output=False)
+    g_ = m.op("SUB", [f, y], (2, 3, 4), options=Options("SubOptions"), output=False)
+    m.op("ABS", [g_], (2, 3, 4))
+    return g.bytes(), [rng_floats((2, 3, 4), 1), rng_floats((2, 3, 4), 2)]
+
+
+def _litert(model: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    from ai_edge_litert.interpreter import Interpreter
+
+    interpreter = Interpreter(model_content=model)
+    interpreter.allocate_tensors()
+    return run_interpreter(interpreter, inputs)
+
+
+def test_builtin_ops_without_a_compiled_kernel_run_as_islands_and_match_litert(jit_cache):
+    model, inputs = bitcast_model()
+    interpreter = numlite.Interpreter(model_content=model, jit=True)
+    interpreter.allocate_tensors()
+    report = interpreter.jit_report()["subgraphs"][0]
+    assert report["compiled"], report
+    assert [name.split(":")[0] for name in report["islands"]] == ["subgraph 0, node 1 (BITCAST)", "subgraph 0, node 3 (BITCAST)"]
+    assert "no compiled kernel for BITCAST" in report["islands"][0]
+    expected = _litert(model, inputs)
+    for _ in range(3):  # (the lean invoke from the second on)
+        got = run_interpreter(interpreter, inputs)
+        np.testing.assert_array_equal(got[0], expected[0])  # int32: the flipped bits
+        for ours, theirs in zip(got[1:], expected[1:]):
+            np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(got[1], -(inputs[0] + inputs[1]) * inputs[0])  # two exact roundings, any runtime
+    assert "BITCAST" in interpreter._jit.engines[0].source and "island" in interpreter._jit.engines[0].source
+
+
+def custom_op_model() -> tuple[bytes, list[np.ndarray]]:
+    """ADD, a CUSTOM op ``MySoftsign``, SIN, MUL: one island in four operators."""
+    g = Graphs()
+    m = g.subgraph()
+    x = m.input((2, 3, 4))
+    a = m.op("ADD", [x, m.const(0.5)], (2, 3, 4), options=Options("AddOptions"), output=False)
+    g.model.operator_codes.append(OperatorCode("CUSTOM", "MySoftsign"))
+    soft = m.tensor((2, 3, 4), name="softsign")
+    m.graph.operators.append(Operator(len(g.model.operator_codes) - 1, [a], [soft]))
+    s = m.op("SIN", [soft], (2, 3, 4), output=False)
+    m.op("MUL", [s, m.const(2.0)], (2, 3, 4), options=Options("MulOptions"))
+    return g.bytes(), [rng_floats((2, 3, 4), 3)]
+
+
+def softsign(v: np.ndarray) -> np.ndarray:
+    return v / (1 + np.abs(v))
+
+
+def test_a_python_custom_op_runs_as_an_island_of_the_compiled_model(jit_cache):
+    model, inputs = custom_op_model()
+    interpreter = numlite.Interpreter(model_content=model, jit=True, custom_ops={"MySoftsign": softsign})
+    interpreter.allocate_tensors()
+    report = interpreter.jit_report()["subgraphs"][0]
+    assert report["compiled"] and report["islands"] == ["subgraph 0, node 1 (MySoftsign): no compiled kernel for MySoftsign"]
+    expected = np.sin(softsign(inputs[0] + np.float32(0.5))) * np.float32(2.0)
+    for _ in range(3):
+        np.testing.assert_allclose(run_interpreter(interpreter, inputs)[0], expected, rtol=1e-5, atol=1e-5)
+
+
+def test_a_builtin_the_user_overrides_is_never_replaced_by_numlites_compiled_kernel(jit_cache):
+    """``custom_ops={"SIN": fn}``: the compiled engine runs the user's SIN (an island), not its
+    own; with two overrides in four operators, too many islands: the NumPy engine, saying why."""
+    model, inputs = custom_op_model()
+
+    def loud_sin(v: np.ndarray) -> np.ndarray:
+        return np.sin(v) * np.float32(10)
+
+    ops = {"MySoftsign": softsign, "SIN": loud_sin}
+    expected = loud_sin(softsign(inputs[0] + np.float32(0.5))) * np.float32(2.0)
+    interpreter = numlite.Interpreter(model_content=model, jit=True, custom_ops=ops)
+    interpreter.allocate_tensors()
+    report = interpreter.jit_report()["subgraphs"][0]
+    assert not report["compiled"] and "too many to run as islands" in report["reason"]
+    np.testing.assert_allclose(run_interpreter(interpreter, inputs)[0], expected, rtol=1e-5, atol=1e-5)
+
+    g = Graphs()  # one override among eight operators: an island
+    m = g.subgraph()
+    x = m.input((5,))
+    v = x
+    for k in range(7):
+        v = m.op("ADD", [v, m.const(0.125 * k)], (5,), options=Options("AddOptions"), output=False)
+    m.op("SIN", [v], (5,))
+    interpreter = numlite.Interpreter(model_content=g.bytes(), jit=True, custom_ops={"SIN": loud_sin})
+    interpreter.allocate_tensors()
+    report = interpreter.jit_report()["subgraphs"][0]
+    assert report["compiled"] and report["islands"] == ["subgraph 0, node 7 (SIN): SIN is the interpreter's custom op"]
+    value = rng_floats((5,), 4)
+    total = value
+    for k in range(7):
+        total = total + np.float32(0.125 * k)
+    np.testing.assert_allclose(run_interpreter(interpreter, [value])[0], loud_sin(total), rtol=1e-5, atol=1e-5)
+
+
+def test_an_island_that_raises_fails_the_invoke_as_the_numpy_engine_does(jit_cache):
+    model, inputs = custom_op_model()
+    broken = [True]
+
+    def flaky(v: np.ndarray) -> np.ndarray:
+        if broken[0]:
+            raise ValueError("boom")
+        return softsign(v)
+
+    messages = []
+    for jit in (True, False):
+        interpreter = numlite.Interpreter(model_content=model, jit=jit, custom_ops={"MySoftsign": flaky})
+        interpreter.allocate_tensors()
+        assert bool(interpreter.jit_report()["subgraphs"].get(0, {}).get("compiled")) == jit
+        interpreter.set_tensor(interpreter.get_input_details()[0]["index"], inputs[0])
+        with pytest.raises(InvokeError) as caught:
+            interpreter.invoke()
+        messages.append(str(caught.value))
+        assert isinstance(caught.value.__cause__, ValueError)
+        broken[0] = False  # the interpreter goes on: the next invoke succeeds
+        interpreter.invoke()
+        expected = np.sin(softsign(inputs[0] + np.float32(0.5))) * np.float32(2.0)
+        np.testing.assert_allclose(interpreter.get_tensor(interpreter.get_output_details()[0]["index"]), expected, rtol=1e-5, atol=1e-5)
+        broken[0] = True
+    assert messages[0] == messages[1]
+    assert messages[0].startswith("subgraph 0, node 1 (MySoftsign) failed: ValueError: boom; inputs: [")
