@@ -12,6 +12,7 @@ from test_jit import Graphs, jit_cache, rng_floats  # noqa: F401  (a fixture)
 
 import numlite
 from numlite.errors import InvokeError
+from numlite.kernels import KERNELS, Kernel, Spec
 from numlite.model.ir import Operator, OperatorCode, Options
 
 pytest.importorskip("numba")
@@ -151,3 +152,31 @@ def test_an_island_that_raises_fails_the_invoke_as_the_numpy_engine_does(jit_cac
         broken[0] = True
     assert messages[0] == messages[1]
     assert messages[0].startswith("subgraph 0, node 1 (MySoftsign) failed: ValueError: boom; inputs: [")
+
+
+def test_a_kernel_registered_for_a_builtin_is_never_replaced_by_the_compiled_one(jit_cache, monkeypatch):
+    """``@numlite.kernels.register("SIN")`` on a user's class makes it every interpreter's SIN
+    (as ``register`` does to the table): compiled models run it as an island."""
+
+    class LoudSin(Kernel):
+        def prepare(self, ins):
+            return [Spec(ins[0].shape, ins[0].dtype)]
+
+        def eval(self, ins, outs):
+            np.multiply(np.sin(ins[0]), np.float32(10), out=outs[0])
+
+    monkeypatch.setitem(KERNELS, "SIN", LoudSin)
+    g = Graphs()
+    m = g.subgraph()
+    v = m.input((5,))
+    for k in range(7):
+        v = m.op("ADD", [v, m.const(0.125 * k)], (5,), options=Options("AddOptions"), output=False)
+    m.op("SIN", [v], (5,))
+    interpreter = numlite.Interpreter(model_content=g.bytes(), jit=True)
+    interpreter.allocate_tensors()
+    assert interpreter.jit_report()["subgraphs"][0]["islands"] == ["subgraph 0, node 7 (SIN): SIN is the interpreter's custom op"]
+    value = rng_floats((5,), 5)
+    total = value
+    for k in range(7):
+        total = total + np.float32(0.125 * k)
+    np.testing.assert_allclose(run_interpreter(interpreter, [value])[0], np.sin(total) * np.float32(10), rtol=1e-5, atol=1e-5)

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 import numpy as np
 
 from numlite.jit.kernels import EMITTERS, QUANTIZED_EMITTERS, NotCompiled, loops
-from numlite.kernels import KERNELS
+from numlite.kernels import KERNELS, OWN_KERNELS
 
 if TYPE_CHECKING:
     from numlite.interpreter.runtime import SubgraphRuntime
@@ -762,7 +762,8 @@ class FunctionGen:
             quantized = _quantized(rt, step)
             emitter = (QUANTIZED_EMITTERS if quantized else EMITTERS).get(step.op_name)
             mark = self.mark()
-            if emitter is not None and getattr(self.gen.interpreter, "kernels", KERNELS).get(step.op_name) is not KERNELS.get(step.op_name):
+            kernels = getattr(self.gen.interpreter, "kernels", KERNELS)  # with the interpreter's custom_ops
+            if emitter is not None and kernels.get(step.op_name) is not OWN_KERNELS.get(step.op_name):
                 if self._island(step, where, changed, f"{step.op_name} is the interpreter's custom op", claimed):
                     continue  # (the user's kernel, not numlite's)
                 raise NotCompiled(f"{where}: {step.op_name} is the interpreter's custom op")

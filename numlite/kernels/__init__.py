@@ -18,7 +18,12 @@ for _module in pkgutil.iter_modules(__path__):
     if _module.name != "base":
         importlib.import_module(f"{__name__}.{_module.name}")
 
-__all__ = ["KERNELS", "Kernel", "Node", "Spec", "TensorInfo", "evaluate", "register"]
+# numlite's own kernel of each op, as registered by this package's modules: what the compiled
+# engine's emitters implement. A kernel registered later (``register`` on a user's class, or an
+# interpreter's ``custom_ops``) replaces an op's kernel here, not there.
+OWN_KERNELS: dict[str, Any] = dict(KERNELS)
+
+__all__ = ["KERNELS", "OWN_KERNELS", "Kernel", "Node", "Spec", "TensorInfo", "evaluate", "register"]
 
 
 def evaluate(op_name: str, options: Any, inputs: Sequence[np.ndarray | None], outputs: int = 1,
