@@ -180,3 +180,32 @@ def test_a_kernel_registered_for_a_builtin_is_never_replaced_by_the_compiled_one
     for k in range(7):
         total = total + np.float32(0.125 * k)
     np.testing.assert_allclose(run_interpreter(interpreter, [value])[0], np.sin(total) * np.float32(10), rtol=1e-5, atol=1e-5)
+
+
+def test_inside_a_loop_body_an_op_without_a_kernel_keeps_the_model_on_numpy(jit_cache):
+    """A callback per iteration would cost more than the NumPy engine's loop: no island in a
+    WHILE body; the report names the body's node."""
+    g = Graphs()
+    main, cond, body = (g.subgraph() for _ in range(3))
+    x, n = main.input((6,)), main.input((), np.int32)
+    a = main.op("ADD", [x, main.const(0.5)], (6,), options=Options("AddOptions"), output=False)
+    outs = [main.tensor((), np.int32), main.tensor((), np.int32), main.tensor((6,))]
+    main.graph.operators.append(Operator(g.opcode("WHILE"), [main.const(0, np.int32), n, a], outs,
+                                         builtin_options=Options("WhileOptions", cond_subgraph_index=1, body_subgraph_index=2)))
+    main.graph.outputs = [outs[2]]
+    i, n_, v = cond.input((), np.int32), cond.input((), np.int32), cond.input((6,))
+    cond.op("LESS", [i, n_], (), np.bool_)
+    i, n_, v = body.input((), np.int32), body.input((), np.int32), body.input((6,))
+    g.model.operator_codes.append(OperatorCode("CUSTOM", "MySoftsign"))
+    soft = body.tensor((6,), name="softsign")
+    body.graph.operators.append(Operator(len(g.model.operator_codes) - 1, [v], [soft]))
+    body.graph.outputs = [body.op("ADD", [i, body.const(1, np.int32)], (), np.int32, output=False), n_, soft]
+    interpreter = numlite.Interpreter(model_content=g.bytes(), jit=True, custom_ops={"MySoftsign": softsign})
+    interpreter.allocate_tensors()
+    report = interpreter.jit_report()["subgraphs"][0]
+    assert not report["compiled"] and "subgraph 2, node 0 (MySoftsign): no compiled kernel for MySoftsign" in report["reason"]
+    value = rng_floats((6,), 6)
+    expected = value + np.float32(0.5)
+    for _ in range(3):
+        expected = softsign(expected)
+    np.testing.assert_allclose(run_interpreter(interpreter, [value, np.int32(3)])[0], expected, rtol=1e-5, atol=1e-5)

@@ -465,13 +465,13 @@ class CompiledModel:
         step = runtime.plan[node]
         if code == CANCELLED:
             return CancelledError(f"invoke cancelled before {runtime.where(step)}")
-        if code == ISLAND and self._island_error is not None:  # as the NumPy engine's invoke wraps it
+        if code == ISLAND and getattr(self, "_island_error", None) is not None:  # as the NumPy engine's invoke wraps it
             cause, self._island_error = self._island_error, None
-            if isinstance(cause, (PrepareError, CancelledError)):
-                return cause
-            error = runtime._invoke_error(step, cause) if isinstance(cause, Exception) else cause
+            if isinstance(cause, (PrepareError, CancelledError)) or not isinstance(cause, Exception):
+                return cause  # (already names its node; a KeyboardInterrupt as it is)
+            error = runtime._invoke_error(step, cause)
             error.__cause__ = cause
-            return error
+            return error  # (islands are never inside control flow: no callers to name)
         if code >= DYNAMIC_ERROR and code - DYNAMIC_ERROR < len(self.messages):
             # A check of a run-time shape: the NumPy engine finds it when it prepares the node
             # at run time, so it raises the prepare error, naming the node alone.

@@ -673,8 +673,8 @@ def _busiest(units: list[int], threads: int) -> int:
 
 
 def depthwise_split(rows: int, channels: int, threads: int) -> int:
-    """Into how many shares of its channels (whole :data:`CHANNEL_GRAIN` s) a
-    DEPTHWISE_CONV_2D cuts its output rows' work: 1 on one thread; else the fewest shares
+    """Into how many shares of its channels (whole grains of :data:`CHANNEL_GRAIN` channels)
+    a DEPTHWISE_CONV_2D cuts its output rows' work: 1 on one thread; else the fewest shares
     whose busiest thread has the least work (7 rows share 4 against 3 on two threads; 7 rows
     of two channel halves, 7 against 7)."""
     grains = -(-channels // CHANNEL_GRAIN)
