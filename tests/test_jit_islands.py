@@ -209,3 +209,43 @@ def test_inside_a_loop_body_an_op_without_a_kernel_keeps_the_model_on_numpy(jit_
     for _ in range(3):
         expected = softsign(expected)
     np.testing.assert_allclose(run_interpreter(interpreter, [value, np.int32(3)])[0], expected, rtol=1e-5, atol=1e-5)
+
+
+def test_a_detection_models_post_process_is_an_island_and_matches_litert(jit_cache):
+    """What an SSD-style detection file ends with: boxes and class logits from compiled ops
+    (here ADD, MUL, LOGISTIC), then LiteRT's TFLite_Detection_PostProcess custom op (no compiled
+    kernel: an island of four outputs). Judged by LiteRT: classes and the count exactly."""
+    from flatbuffers import flexbuffers
+
+    n, columns = 50, 5
+    options = dict(max_detections=10, max_classes_per_detection=1, nms_score_threshold=0.1, nms_iou_threshold=0.5,
+                   num_classes=4, y_scale=10.0, x_scale=10.0, h_scale=5.0, w_scale=5.0)  # fmt: skip
+    rng = np.random.default_rng(7)
+    anchors = np.stack([rng.uniform(0.1, 0.9, n), rng.uniform(0.1, 0.9, n), rng.uniform(0.1, 0.4, n),
+                        rng.uniform(0.1, 0.4, n)], 1).astype(np.float32)  # fmt: skip
+    g = Graphs()
+    m = g.subgraph()
+    raw_boxes, logits = m.input((1, n, 4)), m.input((1, n, columns))
+    shifted = m.op("ADD", [raw_boxes, m.const(0.25)], (1, n, 4), options=Options("AddOptions"), output=False)
+    boxes = m.op("MUL", [shifted, m.const(0.8)], (1, n, 4), options=Options("MulOptions"), output=False)
+    scores = m.op("LOGISTIC", [logits], (1, n, columns), output=False)
+    g.model.operator_codes.append(OperatorCode("CUSTOM", "TFLite_Detection_PostProcess"))
+    outs = [m.tensor((1, 10, 4)), m.tensor((1, 10)), m.tensor((1, 10)), m.tensor((1,))]
+    m.graph.operators.append(Operator(len(g.model.operator_codes) - 1, [boxes, scores, m.const(anchors)], outs,
+                                      custom_options=bytes(flexbuffers.Dumps(options))))  # fmt: skip
+    m.graph.outputs = outs
+    model = g.bytes()
+    inputs = [rng.normal(0, 1, (1, n, 4)).astype(np.float32), rng.normal(-1, 2, (1, n, columns)).astype(np.float32)]
+    interpreter = numlite.Interpreter(model_content=model, jit=True)
+    interpreter.allocate_tensors()
+    report = interpreter.jit_report()["subgraphs"][0]
+    assert report["compiled"] and report["islands"] == [
+        "subgraph 0, node 3 (TFLite_Detection_PostProcess): no compiled kernel for TFLite_Detection_PostProcess"]
+    expected = _litert(model, inputs)
+    assert int(expected[3][0]) == options["max_detections"]  # every slot written
+    for _ in range(2):
+        got = run_interpreter(interpreter, inputs)
+        np.testing.assert_allclose(got[0], expected[0], rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(got[1], expected[1])
+        np.testing.assert_allclose(got[2], expected[2], rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(got[3], expected[3])
