@@ -748,6 +748,7 @@ class FunctionGen:
 
         epilogues = fusion.find(rt)
         fused: dict[int, int] = {}  # node -> the node whose epilogue computes it
+        kernels = getattr(self.gen.interpreter, "kernels", KERNELS)  # with the interpreter's custom_ops
         for step in rt.plan:
             # Operands whose shape here is not the runtime's (run-time shapes, a WHILE state
             # that changes shape), and operands the runtime folded into constants but that are
@@ -762,7 +763,6 @@ class FunctionGen:
             quantized = _quantized(rt, step)
             emitter = (QUANTIZED_EMITTERS if quantized else EMITTERS).get(step.op_name)
             mark = self.mark()
-            kernels = getattr(self.gen.interpreter, "kernels", KERNELS)  # with the interpreter's custom_ops
             if emitter is not None and kernels.get(step.op_name) is not OWN_KERNELS.get(step.op_name):
                 if self._island(step, where, changed, f"{step.op_name} is the interpreter's custom op", claimed):
                     continue  # (the user's kernel, not numlite's)

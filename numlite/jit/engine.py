@@ -243,6 +243,7 @@ class CompiledModel:
         """The islands' NumPy kernels, each with its operands as arena views (or the runtime's
         own arrays of constants), and the callback the compiled code calls them through
         (kernels/islands.py), its address in the model's island table."""
+        self._island_error: BaseException | None = None
         if not self.islands:
             return
         from numlite.jit.kernels.islands import CALLBACK
@@ -251,10 +252,9 @@ class CompiledModel:
         for sub, node, ins, outs, _ in self.islands:
             runtime = self.interpreter.subgraph(sub)
             step = runtime.plan[node]
-            arrays = [runtime.arrays[t] if spec is None else self.arenas.view(self.A, *spec) for t, spec in zip(step.inputs, ins)]
-            arrays = [None if t < 0 else a for t, a in zip(step.inputs, arrays)]
+            arrays = [None if t < 0 else runtime.arrays[t] if spec is None else self.arenas.view(self.A, *spec)
+                      for t, spec in zip(step.inputs, ins)]  # fmt: skip
             self._island_runs.append((step.kernel, arrays, [self.arenas.view(self.A, *spec) for spec in outs]))
-        self._island_error: BaseException | None = None
         self._callback = CALLBACK(self._run_island)  # (kept alive by this model)
         self.island_table[0] = ctypes.cast(self._callback, ctypes.c_void_p).value
 
@@ -465,7 +465,7 @@ class CompiledModel:
         step = runtime.plan[node]
         if code == CANCELLED:
             return CancelledError(f"invoke cancelled before {runtime.where(step)}")
-        if code == ISLAND and getattr(self, "_island_error", None) is not None:  # as the NumPy engine's invoke wraps it
+        if code == ISLAND and self._island_error is not None:  # as the NumPy engine's invoke wraps it
             cause, self._island_error = self._island_error, None
             if isinstance(cause, (PrepareError, CancelledError)) or not isinstance(cause, Exception):
                 return cause  # (already names its node; a KeyboardInterrupt as it is)
