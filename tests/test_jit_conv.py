@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import run_interpreter
+from helpers import litert_interpreter, run_interpreter
 from test_jit import Graphs, _assert_same, _matches_litert_and_numpy, jit_cache, rng_floats  # noqa: F401  (a fixture)
 
 import numlite
@@ -273,3 +273,53 @@ def test_converter_cnn_compiles_and_matches(jit_cache):
     feed = [rng_floats((1, 17, 15, 3), 5)]
     names = [d["name"] for d in interpreter.get_output_details()]
     _matches_litert_and_numpy(content, run_interpreter(interpreter, feed), feed, names)
+
+
+def _invoke(interpreter: Any, feed: list[np.ndarray]) -> list[np.ndarray]:
+    """Set the inputs and invoke, without allocating again (run_interpreter allocates)."""
+    for d, value in zip(interpreter.get_input_details(), feed):
+        interpreter.set_tensor(d["index"], value)
+    interpreter.invoke()
+    return [interpreter.get_tensor(d["index"]).copy() for d in interpreter.get_output_details()]
+
+
+def _unprepared(kernel: Any) -> bool:
+    """A fresh kernel: no state beyond its node (a dispatcher that chose no kernel yet)."""
+    return set(vars(kernel)) <= {"node", "options", "impl"} and getattr(kernel, "impl", None) is None
+
+
+def test_numpy_kernels_drop_their_weights_under_the_compiled_engine_and_prepare_again(convs):
+    """Once the compiled model runs, the NumPy engine's CONV_2D and DEPTHWISE_CONV_2D kernels
+    give up what they laid out at prepare (the compiled model packed its own copies): nothing
+    holds the old kernels. A watched invoke (a cancellation check runs the NumPy engine)
+    prepares them again and matches LiteRT; so do the compiled invokes before and after it,
+    and an allocate_tensors() in between."""
+    import gc
+    import weakref
+
+    model, inputs, compiled = convs
+    interpreter = compiled[2]
+    runtime = interpreter._subgraphs[0]
+    names = [d["name"] for d in interpreter.get_output_details()]
+    litert = litert_interpreter(model)
+    heavy = [s.index for s in runtime.plan if s.op_name in ("CONV_2D", "DEPTHWISE_CONV_2D")]
+    for seed in (0, 1):
+        feed = [rng_floats(v.shape, 60 + 3 * seed + k) for k, v in enumerate(inputs)]
+        expected = run_interpreter(litert, feed)
+        with pytest.MonkeyPatch.context() as patch:  # as the fixture compiled it
+            patch.setattr(conv, "PARALLEL_MIN_WORK", 0)
+            interpreter.allocate_tensors()  # prepares every node again; the compiled model is kept
+        assert runtime.released == {}
+        old = [weakref.ref(runtime.plan[i].kernel) for i in heavy]
+        _assert_same(_invoke(interpreter, feed), expected, names, "LiteRT (compiled)")
+        assert sorted(runtime.released) == heavy
+        gc.collect()
+        assert all(ref() is None for ref in old), "a released kernel is still held"
+        assert all(_unprepared(runtime.plan[i].kernel) for i in heavy)
+        interpreter.check_cancelled = lambda: False  # watched: the NumPy engine runs it
+        try:
+            _assert_same(_invoke(interpreter, feed), expected, names, "LiteRT (NumPy after the release)")
+        finally:
+            interpreter.check_cancelled = None
+        assert runtime.released == {} and not any(_unprepared(runtime.plan[i].kernel) for i in heavy)
+        _assert_same(_invoke(interpreter, feed), expected, names, "LiteRT (compiled again)")

@@ -249,3 +249,36 @@ def test_a_detection_models_post_process_is_an_island_and_matches_litert(jit_cac
         np.testing.assert_array_equal(got[1], expected[1])
         np.testing.assert_allclose(got[2], expected[2], rtol=1e-5, atol=1e-5)
         np.testing.assert_array_equal(got[3], expected[3])
+
+
+def test_an_island_keeps_the_weights_its_numpy_kernel_laid_out(jit_cache, monkeypatch):
+    """Under the compiled engine the NumPy engine's convolution kernels give up their laid-out
+    weights (SubgraphRuntime.release_weights), but not an island's: a user's CONV_2D class
+    (here numlite's own, subclassed) runs on them at every invoke. Judged by LiteRT."""
+    from numlite.kernels.conv import Conv2D
+
+    class MyConv2D(Conv2D):
+        pass
+
+    monkeypatch.setitem(KERNELS, "CONV_2D", MyConv2D)
+    g = Graphs()
+    m = g.subgraph()
+    x = m.input((1, 6, 5, 3))
+    v = x
+    for k in range(5):
+        v = m.op("ADD", [v, m.const(0.25 * k)], (1, 6, 5, 3), options=Options("AddOptions"), output=False)
+    f, b = m.const(rng_floats((4, 3, 3, 3), 7)), m.const(rng_floats((4,), 8))
+    v = m.op("CONV_2D", [v, f, b], (1, 6, 5, 4), options=Options("Conv2DOptions", padding=0, stride_h=1, stride_w=1), output=False)
+    m.op("DEPTHWISE_CONV_2D", [v, m.const(rng_floats((1, 3, 3, 4), 9)), m.const(rng_floats((4,), 10))], (1, 6, 5, 4),
+         options=Options("DepthwiseConv2DOptions", padding=0, stride_h=1, stride_w=1, depth_multiplier=1))  # fmt: skip
+    model = g.bytes()
+    interpreter = numlite.Interpreter(model_content=model, jit=True)
+    interpreter.allocate_tensors()
+    assert [name.split(":")[0] for name in interpreter.jit_report()["subgraphs"][0]["islands"]] == ["subgraph 0, node 5 (CONV_2D)"]
+    runtime = interpreter._subgraphs[0]
+    for seed in (1, 2):
+        feed = [rng_floats((1, 6, 5, 3), seed)]
+        expected = _litert(model, feed)
+        got = run_interpreter(interpreter, feed)
+        assert list(runtime.released) == [6]  # the compiled DEPTHWISE_CONV_2D's; the island's kept
+        np.testing.assert_allclose(got[0], expected[0], rtol=1e-5, atol=1e-5)

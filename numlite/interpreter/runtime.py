@@ -20,7 +20,7 @@ watched (cancellation, profiling), which need a hook around every node.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Collection, Sequence
 
 import numpy as np
 
@@ -79,6 +79,9 @@ class SubgraphRuntime:
         self.generation = 0  # bumped by bind(): programs built before are stale
         self._program: Program | None = None  # the plan on its own bound arrays, when valid
         self._stable_invokes = 0  # invokes since the arrays were last rebound
+        # Nodes whose prepared kernels release_weights() dropped, with the place of their
+        # working memory in the arena (None: they had none): prepared again before NumPy runs them.
+        self.released: dict[int, tuple[int, int] | None] = {}
         self._load_constants()
 
     # -- construction ---------------------------------------------------------------------------
@@ -114,6 +117,7 @@ class SubgraphRuntime:
 
     def _allocate(self) -> None:
         self.allocated = False
+        self.released = {}  # (their prepared_for is None: prepared below with the rest)
         g = self.graph
         if not self.plan:
             self.plan = [self._make_step(n, op, self.kernels) for n, op in enumerate(g.operators)]
@@ -341,6 +345,46 @@ class SubgraphRuntime:
         self.generation += 1
         self._program, self._stable_invokes = None, 0
 
+    # -- while the compiled engine runs this subgraph -------------------------------------------
+
+    def release_weights(self, keep: Collection[int] = ()) -> int:
+        """Drop the weights that kernels laid out at prepare (packed filters, tiled biases:
+        ``Kernel.derives_weights``) while the compiled engine runs this subgraph with its own
+        copies; :meth:`prepare_released` prepares those nodes again before the NumPy engine
+        next runs them. ``keep``: nodes whose kernels still run (the compiled model's islands).
+        Each node gets a fresh kernel, so nothing (a program, the scratch plan) holds the old
+        one. Returns the number of nodes released."""
+        places = {id(user): (offset, nbytes) for user, offset, nbytes in self.scratch_plan}
+        dropped = set()
+        for step in self.plan:
+            kernel = step.kernel
+            if step.folded or step.dynamic or step.index in keep or not kernel.derives_weights:
+                continue
+            self.released[step.index] = places.get(id(_scratch_user(kernel)))
+            dropped.add(id(_scratch_user(kernel)))
+            step.kernel = type(kernel)(kernel.node)
+            step.prepared_for = None  # an allocate_tensors() meanwhile prepares it with the rest
+        self.scratch_plan = [entry for entry in self.scratch_plan if id(entry[0]) not in dropped]
+        self._program, self._stable_invokes = None, 0  # it holds the old kernels' evals
+        return len(self.released)
+
+    def prepare_released(self) -> None:
+        """Prepare again the nodes :meth:`release_weights` dropped, each into the working
+        memory the arena plan gave it (the same inputs ask for the same bytes; a kernel that
+        asked for more would carve the interpreter's shared pad instead)."""
+        for index, place in self.released.items():
+            step = self.plan[index]
+            infos = self._infos(step)
+            self._prepare(step, infos)
+            step.prepared_for = tuple(infos)
+            user = _scratch_user(step.kernel)
+            if user is not None and place is not None and user.scratch_bytes <= place[1]:
+                offset, nbytes = place
+                user.pad = Scratchpad(self.arena[offset : offset + nbytes])
+                self.scratch_plan.append((user, offset, nbytes))
+        self.released = {}
+        self._program, self._stable_invokes = None, 0
+
     # -- calls from control-flow kernels ---------------------------------------------------------
 
     def resize_inputs(self, shapes: list[tuple[int, ...]]) -> None:
@@ -373,6 +417,8 @@ class SubgraphRuntime:
         """
         if self.has_dynamic:
             return None
+        if self.released:
+            self.prepare_released()
         return Program(self, bound)
 
     def reset_variables(self) -> None:
@@ -389,6 +435,8 @@ class SubgraphRuntime:
 
     def invoke(self) -> None:
         """Run the plan once; inputs must have been set."""
+        if self.released:  # the compiled engine ran it until now (see release_weights)
+            self.prepare_released()
         interpreter = self.interpreter
         if not interpreter.watching:
             program = self._program

@@ -142,6 +142,7 @@ class CompiledModel:
         from numlite.jit.codegen import Generator
         from numlite.jit.kernels import NotCompiled
 
+        self.interpreter.subgraph(self.root).prepare_released()  # the generator reads the kernels
         gen = Generator(self.interpreter, self.root)
         try:
             source = gen.generate()
@@ -280,14 +281,16 @@ class CompiledModel:
         interpreter's thread (a background compile only builds the views)."""
         runtime = self.interpreter.subgraph(self.root)
         jit = getattr(self.interpreter, "_jit", None)
-        if jit is not None and jit.mode == "auto" and self._keep_arrays(runtime):
-            self.attached = True
-            return
-        for t, view in self.views:
-            current = runtime.arrays[t]
-            if current is not None and current is not view and current.shape == view.shape:
-                copy_into(view, current)
-            runtime.rebind(t, view)
+        if not (jit is not None and jit.mode == "auto" and self._keep_arrays(runtime)):
+            for t, view in self.views:
+                current = runtime.arrays[t]
+                if current is not None and current is not view and current.shape == view.shape:
+                    copy_into(view, current)
+                runtime.rebind(t, view)
+        # The NumPy engine's laid-out weights are a second copy of what the compiled model
+        # packed (ResNet50: 44-94 MiB): dropped, prepared again if NumPy runs the model later.
+        if runtime.release_weights(keep={node for sub, node, *_ in self.islands if sub == self.root}):
+            _give_back_freed_memory()
         self.attached = True
 
     def _keep_arrays(self, runtime: Any) -> bool:
@@ -487,6 +490,22 @@ class CompiledModel:
             caller = self.interpreter.subgraph(caller_index)
             error = caller._invoke_error(caller.plan[node_index], error)
         return error
+
+
+def _give_back_freed_memory() -> None:
+    """Return the heap's free pages to the system (glibc's ``malloc_trim``; elsewhere nothing).
+    Arrays freed in the middle of the heap otherwise stay resident: under ``"auto"`` the
+    NumPy engine's weights sit below the compiled model's, and ResNet50 kept 346 MiB of
+    resident memory after dropping them against 223 with the trim (25 ms, once)."""
+    trim = getattr(_LIBC, "malloc_trim", None)
+    if trim is not None:
+        trim(0)
+
+
+try:
+    _LIBC: Any = ctypes.CDLL(None)  # the process's own symbols: glibc's on Linux
+except OSError:  # (Windows)
+    _LIBC = None
 
 
 # Numba's "workqueue" threading layer (where neither OpenMP nor TBB is found) aborts the process

@@ -91,10 +91,14 @@ class Kernel:
         the runtime computes the node once there and skips it at invoke (constant folding).
     reads_only_shapes: eval looks at its inputs' shapes, never their values (SHAPE), so the
         node folds as soon as those shapes are static.
+      derives_weights: prepare lays out copies of constant inputs (packed filters, tiled
+        biases) and keeps no other state: while the compiled engine runs the node with its own
+        copies, the runtime may drop the kernel and prepare a fresh one before NumPy runs it.
     """
 
     foldable: bool = True
     reads_only_shapes: bool = False
+    derives_weights: bool = False
 
     def __init__(self, node: Node) -> None:
         self.node = node
@@ -198,6 +202,10 @@ class QuantizedDispatch(Kernel):
             # so that an invoke makes no extra call
             self.eval = self.impl.eval  # type: ignore[method-assign]
         return specs
+
+    @property
+    def derives_weights(self) -> bool:  # type: ignore[override]
+        return self.impl is not None and self.impl.derives_weights
 
     def eval(self, ins: Sequence[np.ndarray | None], outs: list[np.ndarray | None]) -> None:
         if self.impl is None:

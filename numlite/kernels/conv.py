@@ -509,6 +509,8 @@ class Conv2D(ScratchUser, Kernel):
     output, which the matmul overwrites only after the im2col copy.
     """
 
+    derives_weights = True  # its laid-out weights may be dropped under the compiled engine
+
     hybrid: Kernel | None = None  # the dynamic-range kernel this node runs, if any
     padded_in_output = False
 
@@ -719,6 +721,8 @@ class DepthwiseConv2D(ScratchUser, Kernel):
     in cache. The taps that fall in one phase plane form a grid of its rows and columns, so
     they too are summed by one einsum per plane (``_tap_groups``; two at stride 2).
     """
+
+    derives_weights = True  # its laid-out weights may be dropped under the compiled engine
 
     hybrid: Kernel | None = None  # the dynamic-range kernel this node runs, if any
 
@@ -981,6 +985,8 @@ class TransposeConv(ScratchUser, Kernel):
     *output* were the input of a forward convolution. The contributions and the canvas come
     from the interpreter's scratchpad.
     """
+
+    derives_weights = True  # its laid-out weights may be dropped under the compiled engine
 
     def prepare(self, ins: Sequence[TensorInfo | None]) -> list[Spec]:
         self.expect_inputs(ins, 3, 4)

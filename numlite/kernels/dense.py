@@ -35,6 +35,8 @@ class FullyConnected(Kernel):
     its last dimension replaced by ``units`` under ``keep_num_dims``.
     """
 
+    derives_weights = True  # its laid-out weights may be dropped under the compiled engine
+
     hybrid: Kernel | None = None  # the dynamic-range kernel this node runs, if any
 
     def prepare(self, ins: Sequence[TensorInfo | None]) -> list[Spec]:

@@ -268,6 +268,8 @@ class _QuantizedWindowConv(ScratchUser, QuantizedKernel):
     requantizer).
     """
 
+    derives_weights = True  # its laid-out weights may be dropped under the compiled engine
+
     channel_axis: int  # the filter's axis of output channels
     input_magnitude: int | None = None  # largest |input| the matmul sees (None: the dtype's raw range)
     pad_value: float | None = None  # what padding holds (None: the input zero point)
@@ -588,6 +590,8 @@ class QuantizedTransposeConv(QuantizedKernel):
     """Integer transposed convolution, inputs (output_shape, weights, input[, bias]): one exact
     matmul to per-tap contributions, scattered with one strided add per tap (col2im)."""
 
+    derives_weights = True  # its laid-out weights may be dropped under the compiled engine
+
     activation_index = 2
 
     def prepare(self, ins):
@@ -642,6 +646,8 @@ class QuantizedFullyConnected(ScratchUser, QuantizedKernel):
     the input is read as ``[size // depth, depth]``, the output keeps the input's leading
     dimensions under ``keep_num_dims``. One exact matmul of the raw inputs (float32 when the
     weights allow, see quantized_blocks), the zero point taken out with the bias."""
+
+    derives_weights = True  # its laid-out weights may be dropped under the compiled engine
 
     requant_mode = "real"
 
