@@ -289,9 +289,9 @@ def _unprepared(kernel: Any) -> bool:
 
 
 def test_numpy_kernels_drop_their_weights_under_the_compiled_engine_and_prepare_again(convs):
-    """Once the compiled model runs, the NumPy engine's CONV_2D and DEPTHWISE_CONV_2D kernels
-    give up what they laid out at prepare (the compiled model packed its own copies): nothing
-    holds the old kernels. A watched invoke (a cancellation check runs the NumPy engine)
+    """From the compiled model's second run after an allocate, the NumPy engine's CONV_2D and
+    DEPTHWISE_CONV_2D kernels give up what they laid out at prepare (the compiled model packed
+    its own copies): nothing holds the old kernels. A watched invoke (a cancellation check runs the NumPy engine)
     prepares them again and matches LiteRT; so do the compiled invokes before and after it,
     and an allocate_tensors() in between."""
     import gc
@@ -312,6 +312,8 @@ def test_numpy_kernels_drop_their_weights_under_the_compiled_engine_and_prepare_
         assert runtime.released == {}
         old = [weakref.ref(runtime.plan[i].kernel) for i in heavy]
         _assert_same(_invoke(interpreter, feed), expected, names, "LiteRT (compiled)")
+        assert runtime.released == {}  # kept at the first compiled run after an allocate
+        _assert_same(_invoke(interpreter, feed), expected, names, "LiteRT (compiled, second run)")
         assert sorted(runtime.released) == heavy
         gc.collect()
         assert all(ref() is None for ref in old), "a released kernel is still held"

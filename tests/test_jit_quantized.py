@@ -604,12 +604,13 @@ def test_int8_small_cnn_compiles_whole_and_is_bit_exact():
     for _ in range(2):
         feed = [rng.integers(-128, 128, shape).astype(I8)]
         theirs = run(litert, feed)
-        ours = run(it, feed)
-        assert ours.keys() == theirs.keys()
-        for name in ours:
-            np.testing.assert_array_equal(ours[name], theirs[name], err_msg=name)
-        # The NumPy engine's integer kernels gave up their laid-out weights once the compiled
-        # model ran; a watched invoke (NumPy) prepares them again, and stays bit-exact.
+        for allocate in (True, False):
+            ours = run(it, feed, allocate)
+            assert ours.keys() == theirs.keys()
+            for name in ours:
+                np.testing.assert_array_equal(ours[name], theirs[name], err_msg=name)
+        # The NumPy engine's integer kernels gave up their laid-out weights by the compiled
+        # model's second run; a watched invoke (NumPy) prepares them again, and stays bit-exact.
         assert sorted(runtime.released) == weighted and len(weighted) >= 4
         it.check_cancelled = lambda: False
         try:

@@ -353,12 +353,13 @@ class SubgraphRuntime:
         copies; :meth:`prepare_released` prepares those nodes again before the NumPy engine
         next runs them. ``keep``: nodes whose kernels still run (the compiled model's islands).
         Each node gets a fresh kernel, so nothing (a program, the scratch plan) holds the old
-        one. Returns the number of nodes released."""
+        one. Returns the number of nodes it released now."""
+        before = len(self.released)
         places = {id(user): (offset, nbytes) for user, offset, nbytes in self.scratch_plan}
         dropped = set()
         for step in self.plan:
             kernel = step.kernel
-            if step.folded or step.dynamic or step.index in keep or not kernel.derives_weights:
+            if step.folded or step.dynamic or step.index in keep or step.index in self.released or not kernel.derives_weights:
                 continue
             self.released[step.index] = places.get(id(_scratch_user(kernel)))
             dropped.add(id(_scratch_user(kernel)))
@@ -366,7 +367,7 @@ class SubgraphRuntime:
             step.prepared_for = None  # an allocate_tensors() meanwhile prepares it with the rest
         self.scratch_plan = [entry for entry in self.scratch_plan if id(entry[0]) not in dropped]
         self._program, self._stable_invokes = None, 0  # it holds the old kernels' evals
-        return len(self.released)
+        return len(self.released) - before
 
     def prepare_released(self) -> None:
         """Prepare again the nodes :meth:`release_weights` dropped, each into the working
