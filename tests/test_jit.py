@@ -401,6 +401,48 @@ def test_auto_compiles_a_hot_model_in_the_background(jit_cache, monkeypatch):
     _assert_same(run_interpreter(interpreter, feed), first, ["y"], "its NumPy invokes")
 
 
+def test_auto_drops_the_numpy_weights_after_the_switch_and_prepares_them_for_numpy(jit_cache, monkeypatch):
+    """Under ``"auto"`` the NumPy engine ran the convolutions (their laid-out weights in use)
+    before the switch; by the second compiled invoke they are released, and a watched invoke
+    afterwards (NumPy) prepares them again. Every result against LiteRT."""
+    from numlite.jit import engine
+
+    g = Graphs()
+    m = g.subgraph()
+    x = m.input((1, 8, 7, 5))
+    y = m.op("CONV_2D", [x, m.const(rng_floats((12, 3, 3, 5), 1)), m.const(rng_floats((12,), 2))], (1, 8, 7, 12),
+             options=Options("Conv2DOptions", padding=0, stride_h=1, stride_w=1), output=False)  # fmt: skip
+    m.op("DEPTHWISE_CONV_2D", [y, m.const(rng_floats((1, 3, 3, 12), 3)), m.const(rng_floats((12,), 4))], (1, 8, 7, 12),
+         options=Options("DepthwiseConv2DOptions", padding=0, stride_h=1, stride_w=1, depth_multiplier=1))  # fmt: skip
+    model = g.bytes()
+    monkeypatch.setattr(engine, "AUTO_HOT_SECONDS", 0.0)
+    interpreter = numlite.Interpreter(model_content=model, jit="auto")
+    interpreter.allocate_tensors()
+    litert = litert_interpreter(model)
+    litert.allocate_tensors()
+    runtime = interpreter._subgraphs[0]
+
+    def check(feed: list[np.ndarray], against: str) -> None:
+        for d, value in zip(interpreter.get_input_details(), feed):
+            interpreter.set_tensor(d["index"], value)
+        interpreter.invoke()
+        got = [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+        _assert_same(got, run_interpreter(litert, feed), ["y"], f"LiteRT ({against})")
+
+    for k in range(engine.AUTO_MIN_INVOKES):
+        check([rng_floats((1, 8, 7, 5), 10 + k)], "NumPy, before the switch")
+    interpreter._jit.wait(120)
+    assert _compiled(interpreter)["compiled"] and runtime.released == {}
+    for k in range(2):
+        check([rng_floats((1, 8, 7, 5), 20 + k)], "compiled")
+    assert sorted(runtime.plan[i].op_name for i in runtime.released) == ["CONV_2D", "DEPTHWISE_CONV_2D"]
+    interpreter.check_cancelled = lambda: False
+    check([rng_floats((1, 8, 7, 5), 30)], "NumPy, after the release")
+    assert runtime.released == {}
+    interpreter.check_cancelled = None
+    check([rng_floats((1, 8, 7, 5), 31)], "compiled again")
+
+
 def test_auto_loads_a_model_compiled_before_at_allocate(loop):
     model, compiled = loop
     interpreter = numlite.Interpreter(model_content=model, jit="auto")
