@@ -19,7 +19,8 @@ numlite's compiled engine (``Interpreter(jit=True)``, docs/jit.md) is timed in t
 alternating runs when Numba is available (``--no-jit`` leaves it out): its columns, the reason
 when a model stays on the NumPy engine, and a second table of issue 24's targets (``TARGETS``:
 jit/LiteRT per group of models, the fixed cost of a tiny model's set_tensor + invoke +
-get_tensor from ``jit_overhead.py``). ``--compile-times`` adds MobileNetV2's compile time, cold
+get_tensor from ``jit_overhead.py``, and MobileNetV2's resident memory with ``jit=True``
+against the NumPy engine's, in child processes, unless ``--no-memory``). ``--compile-times`` adds MobileNetV2's compile time, cold
 (an empty cache, in a child process) and warm (a second child on the same cache).
 """
 
@@ -572,6 +573,58 @@ def compile_seconds(path: str) -> dict[str, float | str]:
     return result
 
 
+# What a child process's resident memory (MiB) grows by from before numlite's import to after
+# the model's allocate_tensors() and three invokes, and by importing Numba and the compiled
+# kernels (the compiled engine only).
+_MEMORY_CHILD = """
+import os, sys
+import numpy as np
+
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+data, jit = open(sys.argv[1], "rb").read(), sys.argv[2] == "1"
+before = rss()
+import numlite
+from numlite.benchmark import seeded_inputs
+base = rss()
+if jit:
+    import numba, numlite.jit.kernels
+imported = rss()
+interpreter = numlite.Interpreter(model_content=data, jit=jit)
+interpreter.allocate_tensors()
+feed = seeded_inputs(interpreter.get_input_details(), 0)
+for _ in range(3):
+    for d, value in zip(interpreter.get_input_details(), feed):
+        interpreter.set_tensor(d["index"], value)
+    interpreter.invoke()
+report = interpreter.jit_report()["subgraphs"].get(0, {}) if jit else {"compiled": True}
+print(rss() - before, imported - base, bool(report.get("compiled")))
+"""
+
+
+def memory_row(name: str, path: str) -> str:
+    """A targets-table row: the resident memory a fresh process gains from importing numlite to
+    three invokes of ``path``, with ``jit=True`` (on a warm cache: the child runs twice) against
+    the NumPy engine (``jit=False``, which never imports Numba). Linux only (/proc)."""
+    if not os.path.exists("/proc/self/statm"):
+        return f"| memory: {name}, jit=True / NumPy engine | <= 1.0x | - | needs /proc | - |"
+    got: dict[bool, list[float]] = {}
+    for jit in (False, True, True):
+        done = subprocess.run([sys.executable, "-c", _MEMORY_CHILD, path, str(int(jit))], capture_output=True, text=True)
+        out = done.stdout.strip().splitlines()
+        if done.returncode != 0 or not out:
+            return f"| memory: {name}, jit=True / NumPy engine | <= 1.0x | - | {_cell(done.stderr.strip()[-200:])} | no |"
+        total, imported, compiled = out[-1].split()
+        got[jit] = [float(total), float(imported), compiled == "True"]
+    (numpy_mib, _, _), (jit_mib, numba_mib, compiled) = got[False], got[True]
+    ratio = jit_mib / numpy_mib
+    note = "" if compiled else " (not compiled)"
+    return (f"| memory: {name}, jit=True / NumPy engine | <= 1.0x | {ratio:.2f}x | NumPy engine {numpy_mib:.1f} MiB, "
+            f"jit=True {jit_mib:.1f} MiB{note}, {numba_mib:.1f} of them importing Numba and the kernels | {'yes' if ratio <= 1.0 else 'no'} |")
+
+
 def compile_rows(name: str, seconds: dict[str, float | str]) -> list[str]:
     rows = []
     for what, bound in COMPILE_BOUNDS_S.items():
@@ -672,7 +725,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     parser.add_argument("--cache-dir", default=DEFAULT_CACHE, help="where converted models are kept")
     parser.add_argument(
-        "--no-memory", action="store_true", help="skip the LiteRT memory estimate (a subprocess per model)"
+        "--no-memory", action="store_true",
+        help="skip the LiteRT memory estimate (a subprocess per model) and the memory target (three)"
     )
     parser.add_argument(
         "--no-jit", dest="jit", action="store_false",
@@ -727,6 +781,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.jit:
         print("\nIssue 24's targets for the compiled engine (jit/LiteRT in this run):\n")
         lines = [targets(rows), tiny_invoke_row()]
+        if not args.no_memory:
+            lines.append(memory_row("mobilenetv2", model_path("mobilenetv2", args.cache_dir)))
         if args.compile_times:
             seconds = compile_seconds(model_path("mobilenetv2", args.cache_dir))
             lines += compile_rows("mobilenetv2", seconds)
