@@ -610,14 +610,14 @@ def memory_row(name: str, path: str) -> str:
     the NumPy engine (``jit=False``, which never imports Numba). Linux only (/proc)."""
     if not os.path.exists("/proc/self/statm"):
         return f"| memory: {name}, jit=True / NumPy engine | <= 1.0x | - | needs /proc | - |"
-    got: dict[bool, list[float]] = {}
+    got: dict[bool, tuple[float, float, bool]] = {}
     for jit in (False, True, True):
         done = subprocess.run([sys.executable, "-c", _MEMORY_CHILD, path, str(int(jit))], capture_output=True, text=True)
         out = done.stdout.strip().splitlines()
         if done.returncode != 0 or not out:
             return f"| memory: {name}, jit=True / NumPy engine | <= 1.0x | - | {_cell(done.stderr.strip()[-200:])} | no |"
         total, imported, compiled = out[-1].split()
-        got[jit] = [float(total), float(imported), compiled == "True"]
+        got[jit] = (float(total), float(imported), compiled == "True")
     (numpy_mib, _, _), (jit_mib, numba_mib, compiled) = got[False], got[True]
     ratio = jit_mib / numpy_mib
     note = "" if compiled else " (not compiled)"

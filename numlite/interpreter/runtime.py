@@ -355,17 +355,15 @@ class SubgraphRuntime:
         Each node gets a fresh kernel, so nothing (a program, the scratch plan) holds the old
         one. Returns the number of nodes it released now."""
         before = len(self.released)
-        places = {id(user): (offset, nbytes) for user, offset, nbytes in self.scratch_plan}
-        dropped = set()
+        places = {user: (offset, nbytes) for user, offset, nbytes in self.scratch_plan}
         for step in self.plan:
             kernel = step.kernel
             if step.folded or step.dynamic or step.index in keep or step.index in self.released or not kernel.derives_weights:
                 continue
-            self.released[step.index] = places.get(id(_scratch_user(kernel)))
-            dropped.add(id(_scratch_user(kernel)))
+            self.released[step.index] = places.pop(_scratch_user(kernel), None)
             step.kernel = type(kernel)(kernel.node)
             step.prepared_for = None  # an allocate_tensors() meanwhile prepares it with the rest
-        self.scratch_plan = [entry for entry in self.scratch_plan if id(entry[0]) not in dropped]
+        self.scratch_plan = [(user, offset, nbytes) for user, (offset, nbytes) in places.items()]
         self._program, self._stable_invokes = None, 0  # it holds the old kernels' evals
         return len(self.released) - before
 

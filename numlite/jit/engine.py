@@ -237,7 +237,7 @@ class CompiledModel:
             if not runtime.known[t] and t not in runtime.graph.inputs
         ]  # fmt: skip
         self.attached = False
-        self._runs_attached = 0
+        self._runs_attached = 0  # compiled runs since: the NumPy engine's weights go at the second (see run)
         self.copies: tuple[list, list] | None = None  # "auto": see _keep_arrays
         self._bind_islands()
 
@@ -282,14 +282,15 @@ class CompiledModel:
         interpreter's thread (a background compile only builds the views)."""
         runtime = self.interpreter.subgraph(self.root)
         jit = getattr(self.interpreter, "_jit", None)
-        if not (jit is not None and jit.mode == "auto" and self._keep_arrays(runtime)):
-            for t, view in self.views:
-                current = runtime.arrays[t]
-                if current is not None and current is not view and current.shape == view.shape:
-                    copy_into(view, current)
-                runtime.rebind(t, view)
+        if jit is not None and jit.mode == "auto" and self._keep_arrays(runtime):
+            self.attached = True
+            return
+        for t, view in self.views:
+            current = runtime.arrays[t]
+            if current is not None and current is not view and current.shape == view.shape:
+                copy_into(view, current)
+            runtime.rebind(t, view)
         self.attached = True
-        self._runs_attached = 0  # the NumPy engine's weights go at the second run (see run)
 
     def _keep_arrays(self, runtime: Any) -> bool:
         """``"auto"`` switches engines under a running program, which may hold the arrays of
