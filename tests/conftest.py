@@ -61,6 +61,21 @@ def jit_cache_dir(tmp_path_factory):
     return str(folder)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def session_jit_cache(jit_cache_dir):
+    """Every test's compiled modules go to the session's cache, never the user's: a test that
+    compiles without choosing a folder (jit=True, or "auto" once a model is hot) must not find
+    modules an earlier run left in ~/.cache, nor leave its own there (the suite's time is a clean
+    machine's). A test that sets NUMLITE_CACHE_DIR itself overrides this one."""
+    before = os.environ.get("NUMLITE_CACHE_DIR")
+    os.environ["NUMLITE_CACHE_DIR"] = jit_cache_dir
+    yield jit_cache_dir
+    if before is None:
+        os.environ.pop("NUMLITE_CACHE_DIR", None)
+    else:
+        os.environ["NUMLITE_CACHE_DIR"] = before
+
+
 @pytest.fixture(autouse=True)
 def engine(request):
     """"numpy" (every test outside ENGINE_FILES), or "jit": see the comment above."""
