@@ -577,52 +577,61 @@ def compile_seconds(path: str) -> dict[str, float | str]:
 # the model's allocate_tensors() and three invokes, and by importing Numba and the compiled
 # kernels (the compiled engine only).
 _MEMORY_CHILD = """
-import os, sys
+import json, os, sys
 import numpy as np
 
-def rss():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+def resident():
+    # (all, file-backed) MiB: file-backed pages are shared libraries' code and data, shared by
+    # every process that maps them
+    fields = dict(line.split(":", 1) for line in open("/proc/self/status"))
+    return tuple(int(fields[k].split()[0]) / 1024 for k in ("VmRSS", "RssFile"))
 
 data, jit = open(sys.argv[1], "rb").read(), sys.argv[2] == "1"
-before = rss()
+stages = [("start", resident())]
 import numlite
 from numlite.benchmark import seeded_inputs
-base = rss()
+stages.append(("numlite's import", resident()))
 if jit:
     import numba, numlite.jit.kernels
-imported = rss()
+stages.append(("Numba's and the compiled kernels' import", resident()))
 interpreter = numlite.Interpreter(model_content=data, jit=jit)
 interpreter.allocate_tensors()
+stages.append(("allocate_tensors", resident()))
 feed = seeded_inputs(interpreter.get_input_details(), 0)
 for _ in range(3):
     for d, value in zip(interpreter.get_input_details(), feed):
         interpreter.set_tensor(d["index"], value)
     interpreter.invoke()
+stages.append(("three invokes", resident()))
 report = interpreter.jit_report()["subgraphs"].get(0, {}) if jit else {"compiled": True}
-print(rss() - before, imported - base, bool(report.get("compiled")))
+growth = {name: [now[0] - was[0], now[1] - was[1]] for (_, was), (name, now) in zip(stages, stages[1:])}
+print(json.dumps({"stages": growth, "compiled": bool(report.get("compiled"))}))
 """
 
 
 def memory_row(name: str, path: str) -> str:
     """A targets-table row: the resident memory a fresh process gains from importing numlite to
     three invokes of ``path``, with ``jit=True`` (on a warm cache: the child runs twice) against
-    the NumPy engine (``jit=False``, which never imports Numba). Linux only (/proc)."""
-    if not os.path.exists("/proc/self/statm"):
+    the NumPy engine (``jit=False``, which never imports Numba), and where the compiled engine's
+    growth comes from (stage by stage, and how much of it is shared libraries' pages). Linux only."""
+    if not os.path.exists("/proc/self/status"):
         return f"| memory: {name}, jit=True / NumPy engine | <= 1.0x | - | needs /proc | - |"
-    got: dict[bool, tuple[float, float, bool]] = {}
+    got: dict[bool, dict] = {}
     for jit in (False, True, True):
         done = subprocess.run([sys.executable, "-c", _MEMORY_CHILD, path, str(int(jit))], capture_output=True, text=True)
         out = done.stdout.strip().splitlines()
         if done.returncode != 0 or not out:
             return f"| memory: {name}, jit=True / NumPy engine | <= 1.0x | - | {_cell(done.stderr.strip()[-200:])} | no |"
-        total, imported, compiled = out[-1].split()
-        got[jit] = (float(total), float(imported), compiled == "True")
-    (numpy_mib, _, _), (jit_mib, numba_mib, compiled) = got[False], got[True]
+        got[jit] = json.loads(out[-1])
+    numpy_mib = sum(all_ for all_, _ in got[False]["stages"].values())
+    jit_mib = sum(all_ for all_, _ in got[True]["stages"].values())
+    shared = sum(file for _, file in got[True]["stages"].values())
+    stages = ", ".join(f"{stage} {all_:.1f}" for stage, (all_, _) in got[True]["stages"].items())
     ratio = jit_mib / numpy_mib
-    note = "" if compiled else " (not compiled)"
+    note = "" if got[True]["compiled"] else " (not compiled)"
     return (f"| memory: {name}, jit=True / NumPy engine | <= 1.0x | {ratio:.2f}x | NumPy engine {numpy_mib:.1f} MiB, "
-            f"jit=True {jit_mib:.1f} MiB{note}, {numba_mib:.1f} of them importing Numba and the kernels | {'yes' if ratio <= 1.0 else 'no'} |")
+            f"jit=True {jit_mib:.1f} MiB{note}: {stages}; {shared:.1f} MiB of it shared libraries' pages | "
+            f"{'yes' if ratio <= 1.0 else 'no'} |")
 
 
 def compile_rows(name: str, seconds: dict[str, float | str]) -> list[str]:
