@@ -348,16 +348,24 @@ def run_signature(interpreter: Any, xs: list[np.ndarray]) -> list[dict[str, np.n
     return [{k: np.array(v) for k, v in runner(**{name: x}).items()} for x in xs]
 
 
-def compare(data: bytes, expected: list[dict[str, np.ndarray]], xs: list[np.ndarray], tolerance: float = 1e-5
-            ) -> str | None:
+def compare(data: bytes, expected: list[dict[str, np.ndarray]], xs: list[np.ndarray], tolerance: float = 1e-5,
+            compiled: bool = False) -> str | None:
     """None when LiteRT and numlite both give Keras's outputs (LSTM outputs and states are of
-    order one, so the tolerance is absolute and relative alike), else what differs."""
+    order one, so the tolerance is absolute and relative alike), else what differs. With
+    ``compiled``, numlite's compiled engine too (``jit=True``), which must compile every subgraph."""
     from ai_edge_litert.interpreter import Interpreter as LiteRT
 
     import numlite
 
-    for runtime, interpreter in (("LiteRT", LiteRT(model_content=data)), ("numlite", numlite.Interpreter(model_content=data, jit=False))):
+    runtimes = [("LiteRT", LiteRT(model_content=data)), ("numlite", numlite.Interpreter(model_content=data, jit=False))]
+    if compiled:
+        runtimes.append(("numlite compiled", numlite.Interpreter(model_content=data, jit=True)))
+    for runtime, interpreter in runtimes:
         got = run_signature(interpreter, xs)
+        if runtime == "numlite compiled":
+            left = {k: v.get("reason") for k, v in interpreter.jit_report()["subgraphs"].items() if not v["compiled"]}
+            if left:
+                return f"{runtime}: subgraphs left on NumPy: {left}"
         for call, (g, e) in enumerate(zip(got, expected)):
             if sorted(g) != sorted(e):
                 return f"{runtime}: outputs {sorted(g)}, Keras's {sorted(e)}"
@@ -369,9 +377,9 @@ def compare(data: bytes, expected: list[dict[str, np.ndarray]], xs: list[np.ndar
 
 
 def convert_and_check(flavor: str, names: tuple[str, ...], path: str, batch: int | None, folder: str,
-                      model: Any = None, traces: bool = True) -> Outcome:
+                      model: Any = None, traces: bool = True, compiled: bool = False) -> Outcome:
     """Build the model of ``names`` (or take ``model``, built so), take it down ``path``, run
-    the result against Keras."""
+    the result against Keras (with ``compiled``, on numlite's compiled engine too)."""
     model = model or build_model(flavor, names, batch)
     stateful = any(CASES[n].stateful for n in names)
     xs = inputs_for(batch, stateful)
@@ -388,7 +396,7 @@ def convert_and_check(flavor: str, names: tuple[str, ...], path: str, batch: int
     with open(outcome.file, "wb") as f:
         f.write(data)
     try:
-        outcome.mismatch = compare(data, expected, xs)
+        outcome.mismatch = compare(data, expected, xs, compiled=compiled)
     except Exception as e:  # noqa: BLE001
         outcome.mismatch = f"{type(e).__name__}: {e}"
     return outcome

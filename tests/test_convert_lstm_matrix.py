@@ -8,7 +8,8 @@ and in numlite with Keras's own outputs (LSTM outputs and states are of order on
 absolute and relative), hold one fused op per LSTM layer (one BIDIRECTIONAL_SEQUENCE_LSTM per
 Bidirectional layer) and no WHILE but the masked layer's, whose report line says why it is a
 loop. Stateful layers, whose state carries from one invoke to the next, are a model of their
-own, run twice.
+own, run twice; those of one path (COMPILED_PATH) also on numlite's compiled engine, which
+must compile them whole and give Keras's outputs as well.
 
 tf_keras traces every layer's call functions when it saves a model, in a time that grows
 faster than the number of layers (one LSTM: seconds; twenty: minutes). ``model.save`` and
@@ -51,6 +52,11 @@ def _cases(flavor: str, stateful: bool) -> tuple[str, ...]:
     return tuple(n for n, c in CASES.items() if flavor in c.flavors and c.stateful == stateful)
 
 
+# The stateful files of this path also run on the compiled engine (jit=True), against Keras like the
+# others: their state carries from invoke to invoke in compiled code. (Not the models of every case:
+# 13 fused LSTM layers in one model compile in 50-120 s cold, measured on 2026-12-03, and every one
+# matched LiteRT to 2e-7; test_jit_rnn.py compiles each LSTM form on its own.)
+COMPILED_PATH = "tf.Module"
 _TRACED = ("model.save", "tf.saved_model.save")  # tf_keras paths that must save the layers' traces
 
 
@@ -78,7 +84,7 @@ def outcome(flavor: str, path: str, batch: int | None, names: tuple[str, ...]):
     # state variables are tracked through them.)
     traces = path in _TRACED or len(names) == 1
     return names, matrix.convert_and_check(flavor, names, path, batch, folder, model(flavor, names, batch),
-                                           traces=traces)
+                                           traces=traces, compiled=path == COMPILED_PATH and all(CASES[n].stateful for n in names))
 
 
 def _check(names: tuple[str, ...], result) -> None:
