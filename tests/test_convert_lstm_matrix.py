@@ -54,7 +54,7 @@ def _cases(flavor: str, stateful: bool) -> tuple[str, ...]:
 
 # The stateful files of this path also run on the compiled engine (jit=True), against Keras like the
 # others: their state carries from invoke to invoke in compiled code. (Not the models of every case:
-# 13 fused LSTM layers in one model compile in 50-120 s cold, measured on 2026-12-03, and every one
+# 13 fused LSTM layers in one model compile in 44-120 s cold, measured on 2026-12-03, and every one
 # matched LiteRT to 2e-7; test_jit_rnn.py compiles each LSTM form on its own.)
 COMPILED_PATH = "tf.Module"
 _TRACED = ("model.save", "tf.saved_model.save")  # tf_keras paths that must save the layers' traces

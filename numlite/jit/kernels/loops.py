@@ -1,6 +1,6 @@
 """The loop kernels' C entry points, one per op kind and form (``serial``, ``parallel``), shared
-by every node of every loop-kernel op (CONV_2D, DEPTHWISE_CONV_2D, the pools, SOFTMAX, PAD, and
-the large float32 FULLY_CONNECTED, SUM/MEAN and ADD/SUB/MUL).
+by every node of every loop-kernel op (CONV_2D, DEPTHWISE_CONV_2D, the pools, SOFTMAX, PAD, the
+float32 LSTMs' sequences, and the large float32 FULLY_CONNECTED, SUM/MEAN and ADD/SUB/MUL).
 
 A node's generated line is ``run(x, out, src, ctl, np.int64(a), np.int64(p), np.int64(f),
 np.int64(nf), np.int64(kind))``: its input, output and working buffer (arena views), and the
@@ -55,13 +55,15 @@ from numlite.jit.kernels.quantized_conv import KIND_BYTE_CONV, KIND_BYTE_DEPTHWI
     byte_depthwise_units
 from numlite.jit.kernels.reduce import KIND as MEAN
 from numlite.jit.kernels.reduce import mean_setup
+from numlite.jit.kernels.rnn import KIND as LSTM
+from numlite.jit.kernels.rnn import lstm_setup
 
 # kind -> (setup, units): the kinds without units do all their work in setup
 KINDS: dict[int, tuple[Any, Any]] = {
     KIND_CONV: (conv_setup, conv_units), KIND_DEPTHWISE: (depthwise_setup, depthwise_units), POOL: (pool_setup, pool_units),
     SOFTMAX: (softmax_setup, softmax_units), DENSE: (fc_setup, fc_units), BINARY: (binary_setup, binary_units),
     MEAN: (mean_setup, None), PAD: (pad_setup, None), KIND_BYTE_CONV: (byte_conv_setup, byte_conv_units),
-    KIND_BYTE_DEPTHWISE: (byte_depthwise_setup, byte_depthwise_units),
+    KIND_BYTE_DEPTHWISE: (byte_depthwise_setup, byte_depthwise_units), LSTM: (lstm_setup, None),
 }  # fmt: skip
 # The kinds on bytes: their input, output and working buffer are int8 arrays, and their
 # constants (float32 words in ctl's table, as every kind's) are read as bytes.
@@ -73,7 +75,8 @@ TABLE_SIZE = 16  # entries of a table of entry points (every kind is below it)
 # shared out among processes (share), in the unit of the model's estimate
 # (engine.CompiledModel.model_cost) and of a child's imports (compile_child.STARTUP_SECONDS).
 COST: dict[int, float] = {KIND_CONV: 5.5, KIND_DEPTHWISE: 4.5, POOL: 1.3, SOFTMAX: 1.0, DENSE: 2.0, BINARY: 1.3, MEAN: 2.3, PAD: 0.8,
-                          KIND_BYTE_CONV: 3.0, KIND_BYTE_DEPTHWISE: 3.0}  # fmt: skip
+                          KIND_BYTE_CONV: 3.0, KIND_BYTE_DEPTHWISE: 3.0, LSTM: 7.0}  # fmt: skip
+# (LSTM: 7.4 s on its own after MEAN's 1.2, time.perf_counter around ensure(), the Zen 4 machine, 2026-12-03)
 
 # The templates of the entry points. SETUP and UNITS are not names of this module: each entry
 # point is this code with a globals dict of its own that binds them to its kind's bodies.
