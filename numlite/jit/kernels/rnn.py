@@ -17,10 +17,11 @@ LLVM vectorizes. The sequence runs in one function compiled once per machine for
 node (the sizes and flags are parameters, not literals), a loop kernel
 (:mod:`numlite.jit.kernels.loops`, kind :data:`KIND`) the model's function calls through its
 address: called as a Numba function, its code was linked into every model and optimized again
-there (a model of one LSTM layer compiled in 3.6 s, now 0.8 s; docs/jit.md, next step 9). A loop kernel takes one input, one output and one working buffer,
-so the node's lines copy the two states into the working buffer before the call and back after
-it (``batch * (n_cell + n_output)`` values). The activations use the vectorizable
-approximations of :mod:`numlite.jit.kernels.transcendental`.
+there (a model of one LSTM layer compiled in 3.6 s, now 0.8 s; docs/jit.md, next step 9). A
+loop kernel takes one input, one output and one working buffer, so the node's lines copy the
+two states into the working buffer before the call and back after it (``batch * (n_cell +
+n_output)`` values). The activations use the vectorizable approximations of
+:mod:`numlite.jit.kernels.transcendental`.
 """
 
 from __future__ import annotations
