@@ -67,13 +67,9 @@ def session_jit_cache(jit_cache_dir):
     compiles without choosing a folder (jit=True, or "auto" once a model is hot) must not find
     modules an earlier run left in ~/.cache, nor leave its own there (the suite's time is a clean
     machine's). A test that sets NUMLITE_CACHE_DIR itself overrides this one."""
-    before = os.environ.get("NUMLITE_CACHE_DIR")
-    os.environ["NUMLITE_CACHE_DIR"] = jit_cache_dir
-    yield jit_cache_dir
-    if before is None:
-        os.environ.pop("NUMLITE_CACHE_DIR", None)
-    else:
-        os.environ["NUMLITE_CACHE_DIR"] = before
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("NUMLITE_CACHE_DIR", jit_cache_dir)
+        yield jit_cache_dir
 
 
 @pytest.fixture(autouse=True)

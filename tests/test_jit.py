@@ -213,13 +213,9 @@ def reuse_model() -> bytes:
 @pytest.fixture(scope="module")
 def jit_cache(tmp_path_factory):
     folder = str(tmp_path_factory.mktemp("numlite-jit-cache"))
-    before = os.environ.get("NUMLITE_CACHE_DIR")
-    os.environ["NUMLITE_CACHE_DIR"] = folder
-    yield folder
-    if before is None:
-        os.environ.pop("NUMLITE_CACHE_DIR", None)
-    else:
-        os.environ["NUMLITE_CACHE_DIR"] = before
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("NUMLITE_CACHE_DIR", folder)
+        yield folder
 
 
 def _compiled(interpreter: Any) -> dict[str, Any]:
