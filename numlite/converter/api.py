@@ -28,8 +28,9 @@ from tensorflow.python.ops import resource_variable_ops
 from tensorflow.python.util import nest
 
 from numlite.converter import fusions, optimize, passes
+from numlite.converter import saved_model as saved_model_files
 from numlite.converter.bidirectional import group_in_model
-from numlite.converter.graph import Graph, Value
+from numlite.converter.graph import Graph, Value, call_arguments
 from numlite.converter.importer import Importer, evaluate_nodes, refine_shapes
 from numlite.converter.keras_loops import fuse_keras_lstm_loops
 from numlite.converter.lower import RULES
@@ -125,18 +126,17 @@ class TFLiteConverter:
         A Keras 3 ``model.export`` folder writes its endpoint twice, as ``serve`` and
         ``serving_default``: unless keys are named, only ``serving_default`` is converted, as the
         official converter does. Signatures that compute the same thing share one subgraph."""
-        if _is_tf1_saved_model(str(saved_model_dir)):
-            return cls(_tf1_signatures(str(saved_model_dir), signature_keys, tags))
-        loaded = tf.saved_model.load(str(saved_model_dir), tags=tags)
+        path = str(saved_model_dir)
+        saved_model = _parse_saved_model(path)
+        if all(not mg.object_graph_def.nodes for mg in saved_model.meta_graphs):  # written by TF1's builder
+            return cls(_tf1_signatures(path, signature_keys, tags))
+        read = saved_model_files.read_signatures(path, saved_model, tags)
+        if read is not None:  # no need to load the SavedModel (see converter/saved_model.py)
+            keys = _signature_keys(path, list(read), signature_keys, saved_model_files.root_children(saved_model, tags))
+            return cls([(k, read[k]) for k in keys])
+        loaded = tf.saved_model.load(path, tags=tags)
         signatures = dict(loaded.signatures)
-        if not signatures:
-            raise ConversionError(f"SavedModel {saved_model_dir!r} has no signatures")
-        keys = list(signature_keys) if signature_keys else list(signatures)
-        if not signature_keys and _is_keras_export(loaded, keys):
-            keys = [tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY]
-        missing = [k for k in keys if k not in signatures]
-        if missing:
-            raise ConversionError(f"SavedModel {saved_model_dir!r} has no signature(s) {missing}; it has {sorted(signatures)}")
+        keys = _signature_keys(path, list(signatures), signature_keys, set(dir(loaded)))
         return cls([(k, signatures[k]) for k in keys], loaded)
 
     @classmethod
@@ -187,17 +187,18 @@ class TFLiteConverter:
         return data
 
     def _convert_model(self) -> tuple[Model, ConversionReport]:
-        variables: dict[int, Variable] = {}
+        variables: dict[Any, Variable] = {}
         entries: list[tuple[str, Graph, dict[Value, Variable]]] = []
         fused: Counter = Counter()
         declined: list[str] = []
         for key, func in self._functions:
-            graph, roots = func.import_graph(key) if isinstance(func, _FrozenGraph) else _import(key, func, variables)
+            graph, roots = _import(key, func, variables)
             if uses_v1_control_flow(graph):
                 raise_control_flow(graph)
             shape_variable_reads(graph, trace_resources(graph, roots))
             refine_shapes(graph)  # from the variables' shapes to the fused functions' arguments
-            composites = fusions.fuse_composites(graph, fusions.library_of(func), roots)  # before inlining
+            library = func.functions if isinstance(func, saved_model_files.SavedSignature) else fusions.library_of(func)
+            composites = fusions.fuse_composites(graph, library, roots)  # before inlining
             fused.update(composites.applied)
             declined += composites.declined
             entries.append((key, graph, roots))
@@ -273,54 +274,108 @@ def _input_name(tensor: Any, i: int) -> str:
     return re.sub(r"[^A-Za-z0-9_.\-/]", "_", name.split(":")[0])
 
 
-def _import(key: str, func: Any, variables: dict[int, Variable]) -> tuple[Graph, dict[Value, Variable]]:
-    """Import a concrete function; returns its graph and its captured variables."""
+def _import(key: str, func: Any, variables: dict[Any, Variable]) -> tuple[Graph, dict[Value, Variable]]:
+    """Import one signature's function (a concrete function, a SavedModel's signature read
+    from its files, or a frozen graph); returns its graph and its captured variables."""
+    if isinstance(func, _FrozenGraph):
+        return func.import_graph(key)
+    if isinstance(func, saved_model_files.SavedSignature):
+        graph = func.import_graph(key)
+        return graph, _bind_captures(key, graph, func.captures, variables)
     fg = func.graph
     captured = list(func.captured_inputs)
-    n_args = len(fg.inputs) - len(captured)
     importer = Importer(fg.as_graph_def().library)
-    graph = importer.import_func_graph(fg, key, num_inputs=n_args)
+    graph = importer.import_func_graph(fg, key, num_inputs=len(fg.inputs) - len(captured))
     graph.output_names = _output_names(func, len(graph.outputs))
     names = {id(v.handle): v.name.split(":")[0] for v in getattr(fg, "variables", ())}
+    return graph, _bind_captures(key, graph, [_eager_capture(t, names) for t in captured], variables)
 
+
+def _eager_capture(tensor: Any, names: dict[int, str]) -> saved_model_files.Capture:
+    """What a concrete function's captured eager tensor is: a variable's handle, another
+    resource, or a constant."""
+    if tensor.dtype != tf.resource:
+        return saved_model_files.Capture("constant", read=lambda: np.asarray(tensor))
+    if not _is_variable(tensor):
+        return saved_model_files.Capture("resource")
+    return saved_model_files.Capture("variable", id(tensor), names.get(id(tensor)), lambda: _read(tensor))
+
+
+def _bind_captures(key: str, graph: Graph, captures: list[saved_model_files.Capture],
+                   variables: dict[Any, Variable]) -> dict[Value, Variable]:
+    """Bind ``graph.captured`` to ``captures``: constants become Const nodes; variables are
+    returned by placeholder, one Variable per variable of the program (``variables``, by
+    capture key, is shared by every signature)."""
     roots: dict[Value, Variable] = {}
     consts: dict[Value, Value] = {}
-    for placeholder, external in zip(graph.captured, captured):
-        if placeholder.dtype == "resource":
-            if not _is_variable(external):
-                readers = sorted({f"{n.name} ({n.op})" for n in graph.nodes if placeholder in n.inputs})
-                raise ConversionError(
-                    f"function {key!r} captures resource {placeholder.node.name!r}, which is not a variable (a "
-                    f"lookup table or another TF resource), read by {', '.join(readers[:3]) or 'no node'}: numlite "
-                    "converts resource variables only")
-            if id(external) not in variables:
-                variables[id(external)] = Variable(_unique_name(names.get(id(external)), variables), _read(external))
-            roots[placeholder] = variables[id(external)]
-        else:
-            c = graph.make_const(np.asarray(external), placeholder.node.name, placeholder.dtype)
+    for placeholder, capture in zip(graph.captured, captures):
+        if capture.kind == "constant":
+            c = graph.make_const(capture.read(), placeholder.node.name, placeholder.dtype)
             graph.nodes.insert(0, c.node)
             consts[placeholder] = c
+        elif capture.kind == "variable":
+            if capture.key not in variables:
+                variables[capture.key] = Variable(_unique_name(capture.name, variables), capture.read())
+            roots[placeholder] = variables[capture.key]
+        else:
+            readers = sorted(_readers(graph, placeholder))
+            raise ConversionError(
+                f"function {key!r} captures resource {placeholder.node.name!r}, which is not a variable (a "
+                f"lookup table or another TF resource), read by {', '.join(readers[:3]) or 'no node'}: numlite "
+                "converts resource variables only")
     graph.substitute(consts)
-    return graph, roots
+    return roots
 
 
-def _is_keras_export(loaded: Any, keys: list[str]) -> bool:
-    """Whether a loaded SavedModel is a Keras 3 ``model.export`` artifact with its default
-    endpoint under two keys: it has a ``serve`` endpoint and a ``serving_default`` signature,
-    and not the ``_default_save_signature`` that ``model.save``/``tf.saved_model.save`` add."""
-    return (len(keys) > 1 and tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY in keys and hasattr(loaded, "serve")
-            and not hasattr(loaded, "_default_save_signature"))
+def _readers(graph: Graph, value: Value) -> set[str]:
+    """The nodes that read ``value`` ("name (op)"), followed into the functions it is passed
+    to: a SavedModel's signature passes its captures on to the function that uses them."""
+    readers: set[str] = set()
+    for node in graph.nodes:
+        if value not in node.inputs:
+            continue
+        callees = [f.graph for f in node.functions() if f.graph is not None]
+        if not callees:
+            readers.add(f"{node.name} ({node.op})")
+        for callee in callees:
+            for argument, passed in zip(callee.inputs, call_arguments(node)):
+                if passed is value:
+                    readers |= _readers(callee, argument)
+    return readers
 
 
-def _is_tf1_saved_model(path: str) -> bool:
-    """True for a SavedModel written by TF1's builder (no TF2 object graph)."""
+def _signature_keys(path: str, available: list[str], wanted: Sequence[str] | None, root_names: set[str]) -> list[str]:
+    """The signatures to convert: those ``wanted``, else every one ``available``, except that
+    a Keras 3 ``model.export`` folder converts ``serving_default`` only (``root_names``: the
+    attributes of the SavedModel's root object)."""
+    if not available:
+        raise ConversionError(f"SavedModel {path!r} has no signatures")
+    keys = list(wanted) if wanted else list(available)
+    if not wanted and _is_keras_export(root_names, keys):
+        keys = [tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY]
+    missing = [k for k in keys if k not in available]
+    if missing:
+        raise ConversionError(f"SavedModel {path!r} has no signature(s) {missing}; it has {sorted(available)}")
+    return keys
+
+
+def _is_keras_export(root_names: set[str], keys: list[str]) -> bool:
+    """Whether a SavedModel is a Keras 3 ``model.export`` artifact with its default endpoint
+    under two keys: its root has a ``serve`` endpoint and there is a ``serving_default``
+    signature, and not the ``_default_save_signature`` that ``model.save``/``tf.saved_model.save``
+    add."""
+    return (len(keys) > 1 and tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY in keys and "serve" in root_names
+            and "_default_save_signature" not in root_names)
+
+
+def _parse_saved_model(path: str) -> Any:
+    """The SavedModel proto of the folder ``path`` (``saved_model.pb`` or ``.pbtxt``)."""
     from tensorflow.python.saved_model import loader_impl
 
     try:
-        saved = loader_impl.parse_saved_model(path)
+        return loader_impl.parse_saved_model(path)
     except OSError as e:
         raise ConversionError(f"cannot read a SavedModel from {path!r}: {e}") from e
-    return all(not mg.object_graph_def.nodes for mg in saved.meta_graphs)
 
 
 def _tf1_signatures(path: str, keys: Sequence[str] | None, tags: Any) -> list[tuple[str, _FrozenGraph]]:
@@ -398,7 +453,7 @@ def _tensor(tf_graph: Any, name: str, role: str) -> Any:
         raise ConversionError(f"{role} array {name!r} is not a tensor of the graph") from None
 
 
-def _unique_name(name: str | None, variables: dict[int, Variable]) -> str:
+def _unique_name(name: str | None, variables: dict[Any, Variable]) -> str:
     taken = {v.name for v in variables.values()}
     base = name or f"variable_{len(variables)}"
     name, k = base, 1
